@@ -1,0 +1,250 @@
+"""The ``celeris-complete`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import CelerisError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Local code completion with a diffusion model.")
+
+
+@app.callback()
+def _root() -> None:
+    """Local code completion with a masked-diffusion model."""
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"celeris-complete: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def train(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Model directory to write.")],
+    corpus: Annotated[
+        Optional[list[Path]],
+        typer.Option("--corpus", help="Source directory (repeatable); default: this Python's standard library."),
+    ] = None,
+    exclude: Annotated[Optional[list[str]], typer.Option(help="Extra path glob to leave out (repeatable).")] = None,
+    preset: Annotated[str, typer.Option(help="Model size: cpu or gpu.")] = "cpu",
+    minutes: Annotated[Optional[float], typer.Option(help="Time budget; the learning rate decays over it.")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Step budget (deterministic schedule).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option()] = None,
+    lr: Annotated[Optional[float], typer.Option()] = None,
+    context_len: Annotated[Optional[int], typer.Option()] = None,
+    d_model: Annotated[Optional[int], typer.Option()] = None,
+    n_layers: Annotated[Optional[int], typer.Option()] = None,
+    n_heads: Annotated[Optional[int], typer.Option()] = None,
+    seed: Annotated[int, typer.Option()] = 1234,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    precision: Annotated[str, typer.Option(help="auto, fp32 or bf16 (autocast).")] = "auto",
+    eval_every: Annotated[int, typer.Option(help="Validate every N steps.")] = 250,
+) -> None:
+    """Train the infill model (resumes from OUTPUT/.work/checkpoint.safetensors when present)."""
+    from . import corpus as corpus_mod
+    from .train import PRESETS, TrainArgs
+    from .train import train as run_train
+
+    if preset not in PRESETS:
+        fail(f"--preset must be one of {', '.join(PRESETS)}")
+    if device not in ("auto", "cpu", "cuda"):
+        fail("--device must be auto, cpu or cuda")
+    if precision not in ("auto", "fp32", "bf16"):
+        fail("--precision must be auto, fp32 or bf16")
+    args = TrainArgs(
+        output=output,
+        roots=list(corpus) if corpus else corpus_mod.default_roots(),
+        excludes=corpus_mod.DEFAULT_EXCLUDES + tuple(exclude or ()),
+        preset=preset,
+        minutes=minutes,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        context_len=context_len,
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        seed=seed,
+        device=device,
+        precision=precision,
+        eval_every=eval_every,
+    )
+    try:
+        path = run_train(args)
+    except CelerisError as exc:
+        fail(str(exc))
+    typer.echo(f"model written to {path}")
+
+
+def read_source(target: str) -> tuple[str, Path | None]:
+    """The text of FILE (or stdin for "-"), refusing binary or undecodable input clearly."""
+    if target == "-":
+        data = sys.stdin.buffer.read()
+        path = None
+        name = "standard input"
+    else:
+        path = Path(target)
+        name = str(path)
+        if not path.is_file():
+            fail(f"{name}: no such file")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            fail(f"{name}: cannot be read ({exc.strerror})")
+    if b"\0" in data[:8192]:
+        fail(f"{name}: looks like a binary file (it holds NUL bytes); refusing to complete it")
+    try:
+        return data.decode("utf-8"), path
+    except UnicodeDecodeError as exc:
+        fail(
+            f"{name}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); refusing to complete it"
+        )
+    raise AssertionError  # unreachable
+
+
+def split_target(target: str) -> tuple[str, int | None, int | None]:
+    """FILE:LINE:COL -> (FILE, LINE, COL) when FILE itself does not exist under that name."""
+    parts = target.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit() and not Path(target).exists():
+        return parts[0], int(parts[1]), int(parts[2])
+    return target, None, None
+
+
+def offset_of(text: str, line: int, col: int) -> int:
+    """Character offset of 1-based LINE and COL (COL in characters, one past the end allowed)."""
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        fail(f"line {line} is out of range: the text has {len(lines)} lines")
+    current = lines[line - 1].rstrip("\r")
+    if not 1 <= col <= len(current) + 1:
+        fail(f"column {col} is out of range: line {line} has {len(current)} characters")
+    return sum(len(ln) + 1 for ln in lines[: line - 1]) + col - 1
+
+
+@app.command()
+def infill(
+    target: Annotated[str, typer.Argument(help="FILE, FILE:LINE:COL, or - for standard input.")],
+    line: Annotated[Optional[int], typer.Option("--line", "-l", help="1-based line of the cursor.")] = None,
+    col: Annotated[Optional[int], typer.Option("--col", "-c", help="1-based column (characters).")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="auto, line or block.")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
+    threshold: Annotated[Optional[float], typer.Option(help="Confidence threshold.")] = None,
+    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto or torch.")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU) or fp16 (CUDA).")] = None,
+    marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON with timings.")] = False,
+) -> None:
+    """Fill the hole at the cursor, or every marker in a file, with the model."""
+    import json
+
+    from .config import load_settings
+    from .engine import Engine
+
+    path_str, t_line, t_col = split_target(target)
+    line, col = line or t_line, col or t_col
+    if (line is None) != (col is None):
+        fail("give both --line and --col (or FILE:LINE:COL)")
+    overrides = dict(
+        model=model,
+        mode=mode,
+        steps=steps,
+        threshold=threshold,
+        eos_penalty=eos_penalty,
+        device=device,
+        backend=backend,
+        quant=quant,
+        fill_marker=marker,
+    )
+    try:
+        settings = load_settings(overrides)
+        text, path = read_source(path_str)
+        if settings.backend == "onnx":
+            fail("the onnx backend is not available in this version; use --backend torch")
+        engine = Engine(settings)
+    except CelerisError as exc:
+        fail(str(exc))
+    newline = "\r\n" if "\r\n" in text else "\n"
+
+    def run(prefix: str, suffix: str):
+        done = engine.complete(prefix, suffix, max_tokens=max_tokens)
+        return done, done.text.replace("\n", newline) if newline != "\n" else done.text
+
+    if line is not None:
+        cursor = offset_of(text, line, col)
+        done, completion = run(text[:cursor], text[cursor:])
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "completion": completion,
+                        "mode": done.mode,
+                        "steps": done.steps,
+                        "tokens": done.tokens,
+                        "timings_ms": done.timings_ms,
+                    }
+                )
+            )
+        else:
+            typer.echo(completion)
+        return
+    hole = settings.fill_marker
+    if hole not in text:
+        fail(f"no {hole} marker in {path or 'standard input'}; give a position with --line/--col or FILE:LINE:COL")
+    pieces = text.split(hole)
+    results = []
+    filled = pieces[0]
+    for i in range(1, len(pieces)):
+        suffix = "".join(pieces[i:])  # later holes stay empty in the suffix
+        done, completion = run(filled, suffix)
+        results.append(
+            {
+                "completion": completion,
+                "mode": done.mode,
+                "steps": done.steps,
+                "tokens": done.tokens,
+                "timings_ms": done.timings_ms,
+            }
+        )
+        filled += completion + pieces[i]
+    if as_json:
+        typer.echo(json.dumps({"holes": results}))
+    elif in_place and path is not None:
+        backup = path.with_name(path.name + "~")
+        backup.write_bytes(path.read_bytes())
+        tmp = path.with_name(path.name + ".celeris-tmp")
+        tmp.write_text(filled, encoding="utf-8", newline="")
+        tmp.replace(path)
+        typer.echo(f"filled {len(results)} hole(s) in {path} (original kept as {backup})", err=True)
+    else:
+        sys.stdout.write(filled)
+        sys.stdout.flush()
+    for i, r in enumerate(results, 1):
+        t = r["timings_ms"]
+        typer.echo(
+            f"hole {i}: {r['mode']} mode, {r['tokens']} tokens, {r['steps']} steps, "
+            f"{t['total']:.1f} ms (context {t['context_encode']:.1f}, refine {t['refine']:.1f})",
+            err=True,
+        )
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

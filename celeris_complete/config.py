@@ -1,0 +1,175 @@
+"""One configuration object, built from layered sources.
+
+Precedence, lowest first: built-in defaults < user file
+(``~/.config/celeris-complete/config.toml``) < project file
+(``.celeris-complete.toml``, found from the working directory upwards) <
+environment (``CELERIS_<KEY>``) < command line or LSP initializationOptions.
+An unknown key or a bad value is an error naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CelerisError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+PROJECT_FILE = ".celeris-complete.toml"
+ENV_PREFIX = "CELERIS_"
+
+
+@dataclass(frozen=True)
+class Option:
+    kind: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+OPTIONS: dict[str, Option] = {
+    "model": Option(str, "", "Model directory (empty: the shipped default model)."),
+    "backend": Option(str, "auto", "Inference backend.", choices=("auto", "torch", "onnx")),
+    "device": Option(str, "auto", "Device.", choices=("auto", "cpu", "cuda")),
+    "quant": Option(str, "none", "Quantization.", choices=("none", "int8", "fp16")),
+    "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
+    "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
+    "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),
+    "eos_penalty": Option(float, 0.0, "Subtracted from the end-of-span logit.", minimum=0.0, maximum=20.0),
+    "temperature": Option(float, 0.0, "0 = greedy.", minimum=0.0, maximum=5.0),
+    "seed": Option(int, 0, "Seed for sampling when temperature > 0.", minimum=0),
+    "canvas_line": Option(int, 24, "Canvas slots in line mode.", minimum=1, maximum=64),
+    "canvas_block": Option(int, 64, "Canvas slots in block mode.", minimum=1, maximum=64),
+    "prefix_tokens": Option(int, 256, "Context budget before the cursor.", minimum=1, maximum=4096),
+    "suffix_tokens": Option(int, 96, "Context budget after the cursor.", minimum=0, maximum=4096),
+    "budget_ms": Option(float, 100.0, "Keystroke latency budget.", minimum=1.0, maximum=60000.0),
+    "threads": Option(int, 0, "CPU threads (0: all cores).", minimum=0, maximum=1024),
+    "fill_marker": Option(str, "<FILL>", "Marker that `infill` fills in a file."),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: Mapping[str, Any]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def source(self, key: str) -> str:
+        return self.sources.get(key, "default")
+
+    def with_overrides(self, overrides: Mapping[str, Any], source: str) -> Settings:
+        values, sources = dict(self.values), dict(self.sources)
+        for key, raw in overrides.items():
+            if raw is None:
+                continue
+            values[key] = coerce(key, raw, source)
+            sources[key] = source
+        return Settings(values, sources)
+
+
+def coerce(key: str, raw: Any, source: str) -> Any:
+    """The value for ``key`` from ``raw`` (TOML value or string), or an error naming both."""
+    key_norm = key.replace("-", "_")
+    opt = OPTIONS.get(key_norm)
+    if opt is None:
+        raise CelerisError(f"{source}: unknown setting '{key}' (known: {', '.join(sorted(OPTIONS))})")
+    try:
+        if opt.kind is bool:
+            value = raw if isinstance(raw, bool) else str(raw).lower() in ("1", "true", "yes", "on")
+        elif opt.kind is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            value = int(raw)
+        elif opt.kind is float:
+            if isinstance(raw, bool):
+                raise ValueError
+            value = float(raw)
+        else:
+            if not isinstance(raw, str):
+                raise ValueError
+            value = raw
+    except (TypeError, ValueError):
+        raise CelerisError(f"{source}: setting '{key}' must be a {opt.kind.__name__}, got {raw!r}") from None
+    if opt.choices and value not in opt.choices:
+        raise CelerisError(f"{source}: setting '{key}' must be one of {', '.join(opt.choices)}, got {value!r}")
+    if opt.minimum is not None and value < opt.minimum:
+        raise CelerisError(f"{source}: setting '{key}' must be >= {opt.minimum}, got {value!r}")
+    if opt.maximum is not None and value > opt.maximum:
+        raise CelerisError(f"{source}: setting '{key}' must be <= {opt.maximum}, got {value!r}")
+    return value
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "celeris-complete" / "config.toml"
+
+
+def find_project_file(start: Path) -> Path | None:
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / PROJECT_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise CelerisError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise CelerisError(f"{path}: cannot be read ({exc.strerror})") from None
+    for key, value in data.items():
+        if isinstance(value, dict):
+            raise CelerisError(f"{path}: unexpected table [{key}]; settings are top-level keys")
+    return data
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        if key not in OPTIONS:
+            raise CelerisError(f"environment variable {name}: unknown setting '{key}'")
+        out[key] = value
+    return out
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    overrides_source: str = "command line",
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_file: Path | None = None,
+) -> Settings:
+    settings = Settings({k: o.default for k, o in OPTIONS.items()})
+    user_file = user_file if user_file is not None else user_config_path()
+    if user_file.is_file():
+        settings = settings.with_overrides(read_toml(user_file), str(user_file))
+    project = find_project_file(cwd or Path.cwd())
+    if project is not None:
+        settings = settings.with_overrides(read_toml(project), str(project))
+    env = environ if environ is not None else os.environ
+    for key, value in env_overrides(env).items():
+        settings = settings.with_overrides({key: value}, f"environment variable {ENV_PREFIX}{key.upper()}")
+    if overrides:
+        settings = settings.with_overrides(overrides, overrides_source)
+    return settings

@@ -1,0 +1,101 @@
+"""Masked-diffusion decoding of a span canvas: a few parallel refinement steps.
+
+Every step predicts all masked slots at once and commits the confident ones
+(at least enough to finish within the step cap, plus every slot above the
+confidence threshold, as in Fast-dLLM).  Once end-of-span is committed at slot
+j, all slots after j are end-of-span.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .model import KV, InfillModel
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    steps: int = 4
+    threshold: float = 0.9
+    eos_penalty: float = 0.0  # subtracted from the end-of-span logit (guards against empty answers)
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    mask: int
+    eos: int
+    banned: tuple[int, ...]  # ids the canvas may never hold (mask, markers)
+
+
+def expand_kv(kv: list[KV], batch: int) -> list[KV]:
+    return [(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv]
+
+
+@torch.no_grad()
+def diffuse(
+    model: InfillModel,
+    context_kv: list[KV],
+    canvas: int,
+    ids: SpecialIds,
+    settings: DecodeSettings,
+    should_stop=None,
+) -> tuple[torch.Tensor, int]:
+    """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
+
+    ``should_stop()`` is asked between steps: when it says yes, the remaining
+    masked slots are committed from the current prediction (an anytime answer).
+    """
+    batch = context_kv[0][0].shape[0]
+    device = context_kv[0][0].device
+    x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
+    slot_index = torch.arange(canvas, device=device)
+    generator = None
+    if settings.temperature > 0 and settings.seed is not None:
+        generator = torch.Generator(device=device).manual_seed(settings.seed)
+    steps = max(1, settings.steps)
+    ran = 0
+    for step in range(steps):
+        logits = model.span_step(x, context_kv).float()
+        ran += 1
+        logits[..., list(ids.banned)] = float("-inf")
+        logits[..., ids.eos] -= settings.eos_penalty
+        probs = torch.softmax(logits, dim=-1)
+        if settings.temperature > 0:
+            sample_probs = torch.softmax(logits / settings.temperature, dim=-1)
+            pred = torch.multinomial(sample_probs.view(-1, sample_probs.shape[-1]), 1, generator=generator)
+            pred = pred.view(batch, canvas)
+            conf = probs.gather(-1, pred.unsqueeze(-1)).squeeze(-1)
+        else:
+            conf, pred = probs.max(dim=-1)
+        masked = x == ids.mask
+        remaining = steps - step
+        last = remaining == 1 or (should_stop is not None and should_stop())
+        if last:
+            commit = masked
+        else:
+            n_masked = masked.sum(dim=1, keepdim=True)
+            quota = torch.ceil(n_masked.float() / remaining).long().clamp(min=1)
+            c = conf.masked_fill(~masked, -1.0)
+            rank = c.argsort(dim=1, descending=True).argsort(dim=1)
+            commit = masked & ((rank < quota) | (c > settings.threshold))
+        x = torch.where(commit, pred, x)
+        # End-of-span rule: everything after the first committed end-of-span is end-of-span.
+        is_eos = x == ids.eos
+        first = torch.where(is_eos, slot_index, canvas).min(dim=1, keepdim=True).values
+        x = torch.where(slot_index > first, torch.full_like(x, ids.eos), x)
+        if last or not (x == ids.mask).any():
+            break
+    return x, ran
+
+
+def span_tokens(row: torch.Tensor | list[int], eos: int) -> list[int]:
+    out = []
+    for t in row.tolist() if isinstance(row, torch.Tensor) else row:
+        if t == eos:
+            break
+        out.append(t)
+    return out

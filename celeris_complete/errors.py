@@ -1,0 +1,2 @@
+class CelerisError(Exception):
+    """An error with a message meant for the user: printed as is, never as a traceback."""

@@ -1,0 +1,376 @@
+"""The training pipeline: corpus -> tokenizer -> memory-mapped tokens -> masked-diffusion training.
+
+Objective per sample (MDLM / LLaDA): draw t in (0, 1], mask each canvas slot
+with probability t, cross-entropy on the masked slots weighted by 1/t; the
+context stays clean.  End-of-span slots after the first one (which marks where
+the span stops) are down-weighted.  In the same forward pass every context
+token is also a next-token target (the context attends causally), which gives
+far more signal than the span alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from . import corpus as corpus_mod
+from .data import SpanSampler, load_tokens, pretokenize
+from .diffusion import DecodeSettings, SpecialIds, diffuse, span_tokens
+from .errors import CelerisError
+from .model import InfillModel, ModelConfig
+from .model_dir import MANIFEST, TOKENIZER, save_model_dir
+from .tokenizer import CodeTokenizer
+
+PRESETS: dict[str, dict] = {
+    # Sized for keystroke latency on a laptop CPU and for a couple of hours on 2 cores.
+    "cpu": dict(d_model=256, n_layers=6, n_heads=4, batch_size=16, context_len=384, lr=2e-3),
+    # Same latency class on a GPU box, more data per step.
+    "gpu": dict(d_model=384, n_layers=8, n_heads=6, batch_size=128, context_len=512, lr=1.5e-3),
+}
+CANVAS_CHOICES = (16, 24, 32, 48, 64)
+
+
+@dataclass
+class TrainArgs:
+    output: Path
+    roots: list[Path] = field(default_factory=corpus_mod.default_roots)
+    excludes: tuple[str, ...] = corpus_mod.DEFAULT_EXCLUDES
+    preset: str = "cpu"
+    minutes: float | None = None
+    steps: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    context_len: int | None = None
+    max_suffix: int = 128
+    vocab_size: int = 8192
+    validation_every: int = corpus_mod.VALIDATION_EVERY
+    seed: int = 1234
+    device: str = "auto"
+    precision: str = "auto"
+    warmup_steps: int = 200
+    eos_weight: float = 0.1
+    eval_every: int = 250
+    checkpoint_minutes: float = 5.0
+    log_every: int = 10
+    d_model: int | None = None
+    n_layers: int | None = None
+    n_heads: int | None = None
+
+
+def pick_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise CelerisError("--device cuda: no CUDA GPU is visible to PyTorch")
+    return name
+
+
+def pick_autocast(precision: str, device: str) -> torch.dtype | None:
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        return torch.bfloat16
+    if device == "cuda":
+        return torch.bfloat16
+    try:  # bf16 pays off on CPUs with native bf16 matrix units only
+        return torch.bfloat16 if torch.cpu._is_amx_tile_supported() else None
+    except AttributeError:
+        return None
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def show(self, text: str, final: bool = False) -> None:
+        if self.tty and not final:
+            sys.stderr.write("\r" + text[:160].ljust(160))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def span_loss(
+    logits: torch.Tensor,
+    canvas: torch.Tensor,
+    masked: torch.Tensor,
+    t: torch.Tensor,
+    span_len: torch.Tensor,
+    eos_id: int,
+    eos_weight: float,
+) -> torch.Tensor:
+    c = canvas.shape[1]
+    ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), canvas.reshape(-1), reduction="none")
+    ce = ce.view(canvas.shape)
+    slot = torch.arange(c, device=canvas.device)
+    weight = torch.where((canvas == eos_id) & (slot > span_len[:, None]), eos_weight, 1.0)
+    per_sample = (ce * weight * masked).sum(1) / t / weight.sum(1)
+    return per_sample.mean()
+
+
+def context_loss(logits: torch.Tensor, context: torch.Tensor, canvas: torch.Tensor, ignore: list[int]) -> torch.Tensor:
+    """Next-token loss on the causal context; the last context token predicts the span's first."""
+    targets = torch.cat((context[:, 1:], canvas[:, :1]), dim=1).clone()
+    for i in ignore:
+        targets[targets == i] = -100
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
+def make_masks(rng: torch.Generator, batch: int, canvas: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    t = torch.rand(batch, generator=rng).clamp(min=0.02)
+    masked = torch.rand(batch, canvas, generator=rng) < t[:, None]
+    forced = torch.randint(0, canvas, (batch,), generator=rng)
+    masked[torch.arange(batch), forced] = True  # at least one masked slot per sample
+    return t.to(device), masked.to(device)
+
+
+@torch.no_grad()
+def evaluate(model: InfillModel, sampler: SpanSampler, tok: CodeTokenizer, device: str, amp) -> dict:
+    """Validation figures on a fixed set of held-out samples."""
+    model.eval()
+    rng = np.random.default_rng(0)
+    g = torch.Generator().manual_seed(0)
+    ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id))
+    totals = dict(masked=0, correct=0, content=0, content_correct=0)
+    exact = 0
+    n_exact = 0
+    empty = 0
+    for _ in range(4):
+        b = sampler.sample(rng, 32, 32)
+        ctx = torch.from_numpy(b.context).to(device)
+        can = torch.from_numpy(b.canvas).to(device)
+        t, masked = make_masks(g, ctx.shape[0], can.shape[1], device)
+        x = torch.where(masked, tok.mask_id, can)
+        with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
+            _, logits = model(ctx, x)
+        pred = logits.argmax(-1)
+        content = masked & (can != tok.eos_id)
+        totals["masked"] += int(masked.sum())
+        totals["correct"] += int(((pred == can) & masked).sum())
+        totals["content"] += int(content.sum())
+        totals["content_correct"] += int(((pred == can) & content).sum())
+        # Infill exact match: decode the whole canvas from nothing, 8 steps.
+        with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
+            _, kv = model.encode_context(ctx)
+            out, _ = diffuse(model, kv, can.shape[1], ids, DecodeSettings(steps=8, threshold=0.9))
+        for row_out, row_true, n in zip(out, can, b.span_len.tolist()):
+            if n >= can.shape[1]:
+                continue  # truncated spans have no single right answer inside the canvas
+            got = span_tokens(row_out, tok.eos_id)
+            exact += got == row_true[:n].tolist()
+            empty += not got
+            n_exact += 1
+    model.train()
+    return {
+        "masked_acc": totals["correct"] / max(1, totals["masked"]),
+        "content_acc": totals["content_correct"] / max(1, totals["content"]),
+        "exact_match": exact / max(1, n_exact),
+        "empty_rate": empty / max(1, n_exact),
+        "exact_n": n_exact,
+    }
+
+
+def _optimizer(model: InfillModel, lr: float) -> torch.optim.AdamW:
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def save_checkpoint(path: Path, model, opt, meta: dict, np_rng, torch_rng: torch.Generator) -> None:
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    names = {id(p): n for n, p in model.named_parameters()}
+    for group in opt.param_groups:
+        for p in group["params"]:
+            st = opt.state.get(p)
+            if st:
+                tensors[f"opt.exp_avg.{names[id(p)]}"] = st["exp_avg"].cpu().contiguous()
+                tensors[f"opt.exp_avg_sq.{names[id(p)]}"] = st["exp_avg_sq"].cpu().contiguous()
+                meta.setdefault("opt_step", float(st["step"]))
+    tensors["rng.torch"] = torch_rng.get_state()
+    meta = {**meta, "np_rng": np_rng.bit_generator.state}
+    tmp = Path(str(path) + ".tmp")
+    save_file(tensors, str(tmp), metadata={"meta": json.dumps(meta)})
+    tmp.replace(path)  # never a half-written checkpoint
+
+
+def load_checkpoint(path: Path, model, opt, np_rng, torch_rng: torch.Generator) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        meta = json.loads(f.metadata()["meta"])
+    tensors = load_file(str(path))
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    params = dict(model.named_parameters())
+    for name, p in params.items():
+        if f"opt.exp_avg.{name}" in tensors:
+            opt.state[p] = {
+                "step": torch.tensor(meta["opt_step"]),
+                "exp_avg": tensors[f"opt.exp_avg.{name}"].to(p.device),
+                "exp_avg_sq": tensors[f"opt.exp_avg_sq.{name}"].to(p.device),
+            }
+    torch_rng.set_state(tensors["rng.torch"])
+    np_rng.bit_generator.state = meta["np_rng"]
+    return meta
+
+
+def prepare_data(args: TrainArgs, work: Path, progress: Progress) -> tuple[CodeTokenizer, Path, Path]:
+    """Corpus, tokenizer and token files; reused when they already exist (resume)."""
+    tok_path = work / TOKENIZER
+    train_bin, val_bin = work / "train.bin", work / "val.bin"
+    if tok_path.exists() and train_bin.exists() and val_bin.exists():
+        return CodeTokenizer.load(tok_path), train_bin, val_bin
+    files = corpus_mod.gather(args.roots, args.excludes)
+    train_files = [f for f in files if not f.in_validation(args.validation_every)]
+    val_files = [f for f in files if f.in_validation(args.validation_every)]
+    if not train_files or not val_files:
+        raise CelerisError(f"the corpus has {len(files)} files: too few to hold out a validation split")
+    corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every)
+    progress.show(f"corpus: {len(train_files)} train files, {len(val_files)} validation files", final=True)
+    tok = CodeTokenizer.train((f.text for f in train_files), args.vocab_size)
+    n_train = pretokenize(train_files, tok, train_bin)
+    n_val = pretokenize(val_files, tok, val_bin)
+    tok.save(tok_path)  # last: its presence marks the data as complete
+    progress.show(f"tokens: {n_train} train, {n_val} validation", final=True)
+    return tok, train_bin, val_bin
+
+
+def train(args: TrainArgs) -> Path:
+    progress = Progress()
+    preset = dict(PRESETS[args.preset])
+    for key in ("batch_size", "lr", "context_len", "d_model", "n_layers", "n_heads"):
+        if getattr(args, key) is not None:
+            preset[key] = getattr(args, key)
+    device = pick_device(args.device)
+    amp = pick_autocast(args.precision, device)
+    torch.manual_seed(args.seed)
+    if device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
+    out = Path(args.output)
+    work = out / ".work"
+    work.mkdir(parents=True, exist_ok=True)
+    tok, train_bin, val_bin = prepare_data(args, work, progress)
+    L = preset["context_len"]
+    cfg = ModelConfig(
+        vocab_size=math.ceil(tok.vocab_size / 64) * 64,
+        d_model=preset["d_model"],
+        n_layers=preset["n_layers"],
+        n_heads=preset["n_heads"],
+        max_positions=L + max(CANVAS_CHOICES) + 64,
+        max_canvas=max(CANVAS_CHOICES),
+    )
+    model = InfillModel(cfg).to(device)
+    opt = _optimizer(model, preset["lr"])
+    train_sampler = SpanSampler(load_tokens(train_bin), tok, L, args.max_suffix)
+    val_sampler = SpanSampler(load_tokens(val_bin), tok, L, args.max_suffix)
+    np_rng = np.random.default_rng(args.seed)
+    torch_rng = torch.Generator().manual_seed(args.seed)
+    ckpt = work / "checkpoint.safetensors"
+    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "history": []}
+    if ckpt.exists():
+        state.update(load_checkpoint(ckpt, model, opt, np_rng, torch_rng))
+        state.pop("opt_step", None)
+        progress.show(f"resumed from {ckpt} at step {state['step']}", final=True)
+    budget_s = args.minutes * 60 if args.minutes else None
+    if budget_s is None and args.steps is None:
+        raise CelerisError("give a budget: --minutes or --steps")
+    ignore = [tok.suf_id, tok.pre_id]
+    B = preset["batch_size"]
+    t_start = time.time() - state["elapsed"]
+    last_ckpt = time.time()
+    ema = None
+    progress.show(
+        f"model: {model.num_parameters() / 1e6:.2f}M parameters, {cfg.n_layers} layers, d={cfg.d_model}; "
+        f"device {device}, autocast {amp}, batch {B} x {L} context tokens",
+        final=True,
+    )
+
+    def fraction_done() -> float:
+        if args.steps is not None:
+            return state["step"] / args.steps
+        return (time.time() - t_start) / budget_s
+
+    while fraction_done() < 1.0:
+        frac = fraction_done()
+        step = state["step"]
+        warmup = min(1.0, (step + 1) / args.warmup_steps)
+        lr = preset["lr"] * warmup * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        canvas = CANVAS_CHOICES[int(np_rng.integers(0, len(CANVAS_CHOICES)))]
+        batch = train_sampler.sample(np_rng, B, canvas)
+        ctx = torch.from_numpy(batch.context).to(device)
+        can = torch.from_numpy(batch.canvas).to(device)
+        span_len = torch.from_numpy(batch.span_len).to(device)
+        t, masked = make_masks(torch_rng, B, canvas, device)
+        x = torch.where(masked, tok.mask_id, can)
+        with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
+            ctx_logits, span_logits = model(ctx, x)
+        loss_ctx = context_loss(ctx_logits, ctx, can, ignore)
+        loss_span = span_loss(span_logits, can, masked, t, span_len, tok.eos_id, args.eos_weight)
+        loss = loss_ctx + loss_span
+        if not torch.isfinite(loss):
+            raise CelerisError(f"training diverged at step {step} (loss {loss.item()}); lower --lr")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        state["step"] = step + 1
+        state["tokens"] += B * (L + canvas)
+        state["elapsed"] = time.time() - t_start
+        vals = (loss.item(), loss_ctx.item(), loss_span.item())
+        ema = vals if ema is None else tuple(0.95 * e + 0.05 * v for e, v in zip(ema, vals))
+        if state["step"] % args.log_every == 0:
+            tps = state["tokens"] / max(1e-9, state["elapsed"])
+            f = max(1e-9, fraction_done())
+            eta = state["elapsed"] * (1 - f) / f
+            progress.show(
+                f"step {state['step']} {f * 100:5.1f}% loss {ema[0]:.3f} (ctx {ema[1]:.3f} span {ema[2]:.3f}) "
+                f"lr {lr:.2e} {tps:,.0f} tok/s ETA {eta / 60:.1f} min"
+            )
+        if state["step"] % args.eval_every == 0:
+            figures = evaluate(model, val_sampler, tok, device, amp)
+            state["history"].append({"step": state["step"], "tokens": state["tokens"], "loss": ema[0], **figures})
+            progress.show(f"eval step {state['step']}: " + json.dumps(figures), final=True)
+        if time.time() - last_ckpt > args.checkpoint_minutes * 60:
+            save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
+            last_ckpt = time.time()
+    save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
+    figures = evaluate(model, val_sampler, tok, device, amp)
+    progress.show("final validation: " + json.dumps(figures), final=True)
+    meta = {
+        "training": {
+            "preset": args.preset,
+            "steps": state["step"],
+            "tokens_seen": state["tokens"],
+            "wall_seconds": round(state["elapsed"], 1),
+            "device": device if device == "cpu" else torch.cuda.get_device_name(),
+            "cpu": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "autocast": str(amp),
+            "seed": args.seed,
+            "batch_size": B,
+            "context_len": L,
+            "lr": preset["lr"],
+            "parameters": model.num_parameters(),
+            "validation": figures,
+            "history": state["history"],
+            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items() if k != "roots"},
+            "roots": [str(r) for r in args.roots],
+        },
+        "context_len": L,
+    }
+    save_model_dir(out, model.cpu(), tok, meta)
+    (out / MANIFEST).write_bytes((work / MANIFEST).read_bytes())
+    return out

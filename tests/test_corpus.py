@@ -1,0 +1,42 @@
+import json
+
+import pytest
+
+from celeris_complete.corpus import gather, looks_generated, write_manifest
+from celeris_complete.errors import CelerisError
+
+
+def test_generated_tables_are_filtered():
+    rows = "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> LATIN SMALL LETTER\n" for i in range(200))
+    table = "decoding_table = (\n" + rows + ")\n"
+    assert looks_generated(table)
+    assert looks_generated("x = '" + "a" * 1000 + "'\n") == "very long lines"
+    code = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(50))
+    assert looks_generated(code) is None
+
+
+def test_gather_dedupes_excludes_and_skips_bad_files(tmp_path):
+    (tmp_path / "a.py").write_text("def a():\n    return 1\n")
+    (tmp_path / "copy_of_a.py").write_text("def a():\n    return 1\n")
+    (tmp_path / "latin1.py").write_bytes("s = 'caf\xe9'\n".encode("latin-1"))
+    (tmp_path / "empty.py").write_text("")
+    (tmp_path / "notes.txt").write_text("not python")
+    (tmp_path / "skipme").mkdir()
+    (tmp_path / "skipme" / "b.py").write_text("def b():\n    return 2\n")
+    files = gather([tmp_path], excludes=("*/skipme/*",))
+    assert [f.relpath for f in files] == [f"{tmp_path.name}/a.py"]
+
+
+def test_empty_corpus_is_a_clear_error(tmp_path):
+    with pytest.raises(CelerisError, match="corpus is empty"):
+        gather([tmp_path])
+    with pytest.raises(CelerisError, match="not found"):
+        gather([tmp_path / "missing"])
+
+
+def test_manifest_lists_every_file(small_corpus, tmp_path):
+    files = gather([small_corpus])
+    write_manifest(files, tmp_path / "m.json", every=2)
+    rows = json.loads((tmp_path / "m.json").read_text())["files"]
+    assert [r["sha256"] for r in rows] == [f.sha256 for f in files]
+    assert all(r["bytes"] > 0 and r["split"] in ("train", "validation") for r in rows)

@@ -1,0 +1,82 @@
+import torch
+
+from celeris_complete.diffusion import DecodeSettings, SpecialIds, diffuse, span_tokens
+from celeris_complete.model import InfillModel, ModelConfig
+
+MASK, EOS = 100, 101
+IDS = SpecialIds(MASK, EOS, (MASK, 102))
+
+
+class Scripted(InfillModel):
+    """A real model whose slot logits are replaced by a fixed table (to test the decoding rules)."""
+
+    def __init__(self, table: torch.Tensor):
+        super().__init__(ModelConfig(vocab_size=128, d_model=16, n_layers=1, n_heads=2, max_positions=64))
+        self.table = table
+        self.calls = 0
+
+    def span_step(self, slot_ids, context_kv):
+        self.calls += 1
+        return self.table[: slot_ids.shape[1]].unsqueeze(0).expand(slot_ids.shape[0], -1, -1).clone()
+
+
+def table(rows):
+    """rows: list of (token, confidence-logit) per slot."""
+    t = torch.zeros(len(rows), 128)
+    for i, (tok, logit) in enumerate(rows):
+        t[i, tok] = logit
+    return t
+
+
+def context(model):
+    return model.encode_context(torch.zeros(1, 4, dtype=torch.long))[1]
+
+
+def test_commits_everything_within_the_step_cap():
+    m = Scripted(table([(5, 1.0)] * 8))  # nothing is confident
+    out, ran = diffuse(m, context(m), 8, IDS, DecodeSettings(steps=3, threshold=0.99))
+    assert ran == 3 and not (out == MASK).any()
+    assert span_tokens(out[0], EOS) == [5] * 8
+
+
+def test_confident_slots_commit_in_one_step():
+    m = Scripted(table([(5, 20.0)] * 8))
+    out, ran = diffuse(m, context(m), 8, IDS, DecodeSettings(steps=8, threshold=0.9))
+    assert ran == 1 and span_tokens(out[0], EOS) == [5] * 8
+
+
+def test_end_of_span_rule():
+    m = Scripted(table([(5, 20.0), (EOS, 20.0), (6, 20.0), (7, 20.0)]))
+    out, _ = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=2))
+    assert out[0].tolist() == [5, EOS, EOS, EOS]
+
+
+def test_banned_ids_never_appear():
+    m = Scripted(table([(MASK, 30.0), (102, 30.0)]))
+    out, _ = diffuse(m, context(m), 2, IDS, DecodeSettings(steps=1))
+    assert MASK not in out[0].tolist() and 102 not in out[0].tolist()
+
+
+def test_eos_penalty_prevents_empty_answers():
+    t = table([(EOS, 3.0), (EOS, 3.0)])
+    t[:, 9] = 2.0
+    m = Scripted(t)
+    out, _ = diffuse(m, context(m), 2, IDS, DecodeSettings(steps=2))
+    assert span_tokens(out[0], EOS) == []
+    out, _ = diffuse(m, context(m), 2, IDS, DecodeSettings(steps=2, eos_penalty=2.0))
+    assert span_tokens(out[0], EOS) == [9, 9]
+
+
+def test_deadline_commits_remaining_slots():
+    m = Scripted(table([(5, 1.0)] * 8))
+    out, ran = diffuse(m, context(m), 8, IDS, DecodeSettings(steps=8, threshold=0.99), should_stop=lambda: True)
+    assert ran == 1 and not (out == MASK).any()
+
+
+def test_greedy_is_deterministic_on_a_real_model():
+    torch.manual_seed(0)
+    m = InfillModel(ModelConfig(vocab_size=128, d_model=32, n_layers=2, n_heads=2, max_positions=64)).eval()
+    kv = context(m)
+    a, _ = diffuse(m, kv, 10, IDS, DecodeSettings(steps=4))
+    b, _ = diffuse(m, kv, 10, IDS, DecodeSettings(steps=4))
+    assert torch.equal(a, b)

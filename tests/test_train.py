@@ -1,0 +1,79 @@
+import json
+
+import pytest
+from safetensors.torch import load_file
+
+from celeris_complete.errors import CelerisError
+from celeris_complete.model_dir import load_model_dir
+from celeris_complete.train import TrainArgs, train
+
+TINY = dict(
+    batch_size=2,
+    context_len=64,
+    d_model=32,
+    n_layers=2,
+    n_heads=2,
+    vocab_size=600,
+    eval_every=1000,
+    max_suffix=16,
+    warmup_steps=2,
+    validation_every=3,
+)
+
+
+def test_pipeline_writes_a_loadable_model_dir(tiny_model_dir):
+    loaded = load_model_dir(tiny_model_dir)
+    cfg = json.loads((tiny_model_dir / "config.json").read_text())
+    training = cfg["training"]
+    assert training["steps"] == 4 and training["tokens_seen"] > 0
+    assert set(training["validation"]) >= {"masked_acc", "content_acc", "exact_match", "empty_rate"}
+    manifest = json.loads((tiny_model_dir / "corpus_manifest.json").read_text())["files"]
+    assert {r["split"] for r in manifest} == {"train", "validation"}
+    assert loaded.model.num_parameters() == training["parameters"]
+
+
+def test_same_seed_same_weights(small_corpus, tmp_path):
+    a = train(TrainArgs(output=tmp_path / "a", roots=[small_corpus], steps=3, **TINY))
+    b = train(TrainArgs(output=tmp_path / "b", roots=[small_corpus], steps=3, **TINY))
+    wa, wb = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
+    assert all((wa[k] == wb[k]).all() for k in wa)
+
+
+def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, monkeypatch):
+    from celeris_complete import data
+
+    straight = train(TrainArgs(output=tmp_path / "straight", roots=[small_corpus], steps=4, **TINY))
+    out = tmp_path / "m"
+    real_sample = data.SpanSampler.sample
+    calls = {"n": 0}
+
+    def interrupted(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_sample(self, *args, **kwargs)
+
+    monkeypatch.setattr(data.SpanSampler, "sample", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(TrainArgs(output=out, roots=[small_corpus], steps=4, checkpoint_minutes=0, **TINY))
+    assert (out / ".work" / "checkpoint.safetensors").exists()
+    assert not (out / "model.safetensors").exists()
+    assert not list(out.rglob("*.tmp")), "checkpoints are written then renamed"
+    monkeypatch.setattr(data.SpanSampler, "sample", real_sample)
+    train(TrainArgs(output=out, roots=[small_corpus], steps=4, **TINY))
+    assert json.loads((out / "config.json").read_text())["training"]["steps"] == 4
+    wa = load_file(str(out / "model.safetensors"))
+    wb = load_file(str(straight / "model.safetensors"))
+    for k in wa:
+        assert (wa[k] == wb[k]).all(), k
+
+
+def test_empty_corpus_fails_clearly(tmp_path):
+    (tmp_path / "src").mkdir()
+    with pytest.raises(CelerisError, match="corpus is empty"):
+        train(TrainArgs(output=tmp_path / "m", roots=[tmp_path / "src"], steps=1, **TINY))
+
+
+def test_needs_a_budget(small_corpus, tmp_path):
+    with pytest.raises(CelerisError, match="budget"):
+        train(TrainArgs(output=tmp_path / "m", roots=[small_corpus], **TINY))
