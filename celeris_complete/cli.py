@@ -81,6 +81,73 @@ def train(
     typer.echo(f"model written to {path}")
 
 
+@app.command("eval")
+def eval_command(
+    model: Annotated[Optional[Path], typer.Option(help="Model directory (default: the shipped model).")] = None,
+    corpus: Annotated[
+        Optional[list[Path]], typer.Option("--corpus", help="Where to find the held-out files (default: stdlib).")
+    ] = None,
+    batches: Annotated[int, typer.Option(help="Batches of 32 held-out samples.")] = 16,
+    precision: Annotated[str, typer.Option(help="auto, fp32 or bf16 (autocast).")] = "auto",
+) -> None:
+    """Validation figures of a model on its held-out split (the files its manifest marks 'validation')."""
+    import json
+
+    from .model_dir import default_model_dir
+    from .validation import validate_model_dir
+
+    try:
+        figures = validate_model_dir(model or default_model_dir(), list(corpus) if corpus else None, batches, precision)
+    except CelerisError as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(figures, indent=2))
+
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("quality")
+def bench_quality(
+    task_set: Annotated[str, typer.Option("--set", help="single or multi (HumanEval-Infilling).")] = "single",
+    limit: Annotated[Optional[int], typer.Option(help="Quick subset: this many tasks, spread evenly.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
+    threshold: Annotated[Optional[float], typer.Option()] = None,
+    eos_penalty: Annotated[Optional[float], typer.Option()] = None,
+    canvas: Annotated[Optional[int], typer.Option(help="Canvas slots (line or block mode).")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="none or int8.")] = None,
+    device: Annotated[Optional[str], typer.Option()] = None,
+    workers: Annotated[int, typer.Option(help="Programs executed in parallel.")] = 2,
+    output: Annotated[Optional[Path], typer.Option(help="Write the full JSON result here.")] = None,
+) -> None:
+    """HumanEval-Infilling pass@1 (executed in sandboxed subprocesses), exact match, edit similarity."""
+    import json
+
+    from .bench_quality import evaluate
+    from .config import load_settings
+    from .engine import Engine
+
+    overrides = dict(model=model, steps=steps, threshold=threshold, eos_penalty=eos_penalty, quant=quant, device=device)
+    if canvas is not None:
+        overrides["canvas_line" if task_set == "single" else "canvas_block"] = canvas
+    try:
+        settings = load_settings(overrides)
+        engine = Engine(settings)
+        result = evaluate(engine, task_set, limit, workers, progress=lambda m: typer.echo(m, err=True))
+    except CelerisError as exc:
+        fail(str(exc))
+    result["settings"] = {
+        k: settings.values[k]
+        for k in ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "quant", "device")
+    }
+    result["model"] = str(engine.path)
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    summary = {k: v for k, v in result.items() if k != "results"}
+    typer.echo(json.dumps(summary, indent=2))
+
+
 def read_source(target: str) -> tuple[str, Path | None]:
     """The text of FILE (or stdin for "-"), refusing binary or undecodable input clearly."""
     if target == "-":

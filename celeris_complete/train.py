@@ -26,11 +26,11 @@ from safetensors.torch import load_file, save_file
 
 from . import corpus as corpus_mod
 from .data import SpanSampler, load_tokens, pretokenize
-from .diffusion import DecodeSettings, SpecialIds, diffuse, span_tokens
 from .errors import CelerisError
 from .model import InfillModel, ModelConfig
 from .model_dir import MANIFEST, TOKENIZER, save_model_dir
 from .tokenizer import CodeTokenizer
+from .validation import evaluate, make_masks
 
 PRESETS: dict[str, dict] = {
     # Sized for keystroke latency on a laptop CPU and for a couple of hours on 2 cores.
@@ -125,60 +125,6 @@ def context_loss(logits: torch.Tensor, context: torch.Tensor, canvas: torch.Tens
     for i in ignore:
         targets[targets == i] = -100
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
-
-
-def make_masks(rng: torch.Generator, batch: int, canvas: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    t = torch.rand(batch, generator=rng).clamp(min=0.02)
-    masked = torch.rand(batch, canvas, generator=rng) < t[:, None]
-    forced = torch.randint(0, canvas, (batch,), generator=rng)
-    masked[torch.arange(batch), forced] = True  # at least one masked slot per sample
-    return t.to(device), masked.to(device)
-
-
-@torch.no_grad()
-def evaluate(model: InfillModel, sampler: SpanSampler, tok: CodeTokenizer, device: str, amp) -> dict:
-    """Validation figures on a fixed set of held-out samples."""
-    model.eval()
-    rng = np.random.default_rng(0)
-    g = torch.Generator().manual_seed(0)
-    ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id))
-    totals = dict(masked=0, correct=0, content=0, content_correct=0)
-    exact = 0
-    n_exact = 0
-    empty = 0
-    for _ in range(4):
-        b = sampler.sample(rng, 32, 32)
-        ctx = torch.from_numpy(b.context).to(device)
-        can = torch.from_numpy(b.canvas).to(device)
-        t, masked = make_masks(g, ctx.shape[0], can.shape[1], device)
-        x = torch.where(masked, tok.mask_id, can)
-        with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
-            _, logits = model(ctx, x)
-        pred = logits.argmax(-1)
-        content = masked & (can != tok.eos_id)
-        totals["masked"] += int(masked.sum())
-        totals["correct"] += int(((pred == can) & masked).sum())
-        totals["content"] += int(content.sum())
-        totals["content_correct"] += int(((pred == can) & content).sum())
-        # Infill exact match: decode the whole canvas from nothing, 8 steps.
-        with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
-            _, kv = model.encode_context(ctx)
-            out, _ = diffuse(model, kv, can.shape[1], ids, DecodeSettings(steps=8, threshold=0.9))
-        for row_out, row_true, n in zip(out, can, b.span_len.tolist()):
-            if n >= can.shape[1]:
-                continue  # truncated spans have no single right answer inside the canvas
-            got = span_tokens(row_out, tok.eos_id)
-            exact += got == row_true[:n].tolist()
-            empty += not got
-            n_exact += 1
-    model.train()
-    return {
-        "masked_acc": totals["correct"] / max(1, totals["masked"]),
-        "content_acc": totals["content_correct"] / max(1, totals["content"]),
-        "exact_match": exact / max(1, n_exact),
-        "empty_rate": empty / max(1, n_exact),
-        "exact_n": n_exact,
-    }
 
 
 def _optimizer(model: InfillModel, lr: float) -> torch.optim.AdamW:
@@ -347,7 +293,7 @@ def train(args: TrainArgs) -> Path:
             save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
             last_ckpt = time.time()
     save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
-    figures = evaluate(model, val_sampler, tok, device, amp)
+    figures = evaluate(model, val_sampler, tok, device, amp, batches=16)
     progress.show("final validation: " + json.dumps(figures), final=True)
     meta = {
         "training": {

@@ -77,3 +77,12 @@ def test_empty_corpus_fails_clearly(tmp_path):
 def test_needs_a_budget(small_corpus, tmp_path):
     with pytest.raises(CelerisError, match="budget"):
         train(TrainArgs(output=tmp_path / "m", roots=[small_corpus], **TINY))
+
+
+def test_eval_reproduces_the_recorded_validation_figures(tiny_model_dir, small_corpus):
+    from celeris_complete.validation import validate_model_dir
+
+    recorded = json.loads((tiny_model_dir / "config.json").read_text())["training"]["validation"]
+    again = validate_model_dir(tiny_model_dir, [small_corpus], batches=16)
+    assert {k: again[k] for k in recorded} == recorded
+    assert again["files_found"] == again["files_listed"] > 0

@@ -1,0 +1,64 @@
+"""The engine on the real shipped model: mechanics that must hold whatever the model predicts."""
+
+import pytest
+
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Engine
+
+PROMPTS = [
+    ("def add(a, b):\n    return ", "\n"),
+    ("import os\n\n\ndef list_dir(path):\n    return os.", "\n"),
+    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        ", "\n"),
+    ("for i in range(", "):\n    print(i)\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def engine(shipped_model_dir):
+    return Engine(load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "none"))
+
+
+@pytest.fixture(scope="module")
+def engine_int8(shipped_model_dir):
+    settings = load_settings({"model": str(shipped_model_dir), "quant": "int8"}, environ={},
+                             user_file=shipped_model_dir / "none")
+    return Engine(settings)
+
+
+def test_completions_are_real_and_deterministic(engine):
+    texts = [engine.complete(p, s).text for p, s in PROMPTS]
+    assert texts == [engine.complete(p, s).text for p, s in PROMPTS]
+    assert sum(bool(t.strip()) for t in texts) >= 3, texts
+
+
+def test_line_mode_returns_one_line(engine):
+    for prefix, suffix in PROMPTS:
+        done = engine.complete(prefix, suffix, mode="line")
+        assert "\n" not in done.text and done.text == done.text.rstrip()
+
+
+def test_steps_cap_and_timings(engine):
+    done = engine.complete(*PROMPTS[0], steps=2)
+    assert 1 <= done.steps <= 2
+    assert set(done.timings_ms) >= {"tokenize", "context_encode", "refine", "detokenize", "postprocess", "total"}
+
+
+def test_one_step_per_token_is_also_a_valid_decode(engine):
+    done = engine.complete(*PROMPTS[0], steps=24, max_tokens=24)
+    assert done.steps <= 24 and "\n" not in done.text
+
+
+def test_deadline_gives_a_whole_answer(engine):
+    done = engine.complete(*PROMPTS[1], steps=16, deadline_ms=0.0)
+    assert done.steps == 1  # the remaining slots were committed after the first step
+
+
+def test_int8_mostly_agrees_with_fp32(engine, engine_int8):
+    same = sum(engine.complete(p, s).text == engine_int8.complete(p, s).text for p, s in PROMPTS)
+    assert same >= len(PROMPTS) // 2
+
+
+def test_odd_input_never_crashes(engine):
+    for prefix, suffix in [("", ""), ("\x00\x01", ""), ("😀" * 5000, "é" * 5000), ("\r\n" * 100, "\t" * 100)]:
+        done = engine.complete(prefix, suffix)
+        assert isinstance(done.text, str)
