@@ -237,8 +237,6 @@ def infill(
     try:
         settings = load_settings(overrides)
         text, path = read_source(path_str)
-        if settings.backend == "onnx":
-            fail("the onnx backend is not available in this version; use --backend torch")
         engine = Engine(settings)
     except CelerisError as exc:
         fail(str(exc))

@@ -3,7 +3,9 @@
 Layout, as in training: ``[SUF] suffix [FILE]? [PRE] [FILE]? prefix``.  The
 FILE token marks that a window reaches the start or the end of the file.
 Windows are cut by characters before tokenizing, so the cost never grows
-with the size of the file.
+with the size of the file, and the prefix window's start is anchored (it
+moves in steps of ``ANCHOR_CHARS``) so that typing only appends tokens to
+the context, which the context cache then reuses.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from dataclasses import dataclass
 from .tokenizer import CodeTokenizer
 
 CHARS_PER_TOKEN_BOUND = 16  # generous: a token of this tokenizer rarely spans more characters
+PREFIX_CHARS_PER_TOKEN = 2.5  # the prefix window's size in characters per token of budget
+ANCHOR_CHARS = 256
+ANCHOR_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -20,22 +25,32 @@ class Context:
     tokens: list[int]
     prefix_tokens: int
     suffix_tokens: int
+    heal: str = ""  # text cut from the end of the prefix; the completion must start with it
 
 
 def prefix_window(tok: CodeTokenizer, prefix: str, budget: int) -> tuple[list[int], bool]:
-    """The last ``budget`` tokens before the cursor, and whether they reach the file's start."""
+    """About ``budget`` tokens before the cursor, and whether they reach the file's start."""
     if budget <= 0:
         return [], not prefix
-    window = prefix[-budget * CHARS_PER_TOKEN_BOUND :]
-    cut = len(window) < len(prefix)
-    if cut:  # start the window on a line so the first token is a whole one
-        newline = window.find("\n")
-        if 0 <= newline < len(window) - 1:
-            window = window[newline + 1 :]
-    ids = tok.encode(window)
+    start = max(0, len(prefix) - int(budget * PREFIX_CHARS_PER_TOKEN))
+    start -= start % ANCHOR_CHARS
+    if start > 0:  # begin on a line, so the first token is a whole one
+        newline = prefix.find("\n", start, len(prefix) - 1)
+        if newline >= 0:
+            start = newline + 1
+    ids = tok.encode(prefix[start:])
     if len(ids) > budget:
-        return ids[-budget:], False
-    return ids, not cut
+        # Drop whole quanta from the front, sized by the lines before the cursor's line (which
+        # typing does not change), so the start moves rarely.
+        stable = len(ids)
+        while stable > 0 and ids[stable - 1] not in tok.newline_ids:
+            stable -= 1
+        quantum = max(1, min(ANCHOR_TOKENS, budget // 4))
+        excess = stable + quantum - budget
+        drop = min(stable, max(0, -(-excess // quantum) * quantum))
+        ids = ids[drop:]
+        return (ids[-budget:] if len(ids) > budget else ids), False
+    return ids, start == 0
 
 
 def suffix_window(tok: CodeTokenizer, suffix: str, budget: int) -> tuple[list[int], bool]:
@@ -54,8 +69,22 @@ def suffix_window(tok: CodeTokenizer, suffix: str, budget: int) -> tuple[list[in
     return ids, not cut
 
 
-def build_context(tok: CodeTokenizer, prefix: str, suffix: str, prefix_budget: int, suffix_budget: int) -> Context:
+def is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def build_context(
+    tok: CodeTokenizer, prefix: str, suffix: str, prefix_budget: int, suffix_budget: int, heal: bool = True
+) -> Context:
     pre, at_start = prefix_window(tok, prefix, prefix_budget)
+    healed = ""
+    if heal and pre and prefix and is_word_char(prefix[-1]):
+        # The cursor may sit inside a word the model would write as one token: drop the word's
+        # last token from the context and let the completion start with it again (token healing).
+        last = tok.decode([pre[-1]])
+        if last.strip() and all(is_word_char(c) for c in last.lstrip(" ")):
+            healed = last
+            pre = pre[:-1]
     suf, at_end = suffix_window(tok, suffix, suffix_budget)
     tokens = [tok.suf_id, *suf]
     if at_end:
@@ -64,4 +93,4 @@ def build_context(tok: CodeTokenizer, prefix: str, suffix: str, prefix_budget: i
     if at_start:
         tokens.append(tok.file_id)
     tokens.extend(pre)
-    return Context(tokens, len(pre), len(suf))
+    return Context(tokens, len(pre), len(suf), healed)

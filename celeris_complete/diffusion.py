@@ -31,6 +31,10 @@ class SpecialIds:
     banned: tuple[int, ...]  # ids the canvas may never hold (mask, markers)
 
 
+class Cancelled(Exception):
+    """A newer request superseded this one; raised between refinement steps."""
+
+
 def expand_kv(kv: list[KV], batch: int) -> list[KV]:
     return [(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv]
 
@@ -43,11 +47,15 @@ def diffuse(
     ids: SpecialIds,
     settings: DecodeSettings,
     should_stop=None,
+    should_cancel=None,
+    first_allowed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
     ``should_stop()`` is asked between steps: when it says yes, the remaining
     masked slots are committed from the current prediction (an anytime answer).
+    ``should_cancel()`` is asked before each step: yes raises ``Cancelled``.
+    ``first_allowed`` (a boolean mask over the vocabulary) limits what slot 0 may hold.
     """
     batch = context_kv[0][0].shape[0]
     device = context_kv[0][0].device
@@ -59,9 +67,13 @@ def diffuse(
     steps = max(1, settings.steps)
     ran = 0
     for step in range(steps):
+        if should_cancel is not None and should_cancel():
+            raise Cancelled
         logits = model.span_step(x, context_kv).float()
         ran += 1
         logits[..., list(ids.banned)] = float("-inf")
+        if first_allowed is not None:
+            logits[:, 0].masked_fill_(~first_allowed, float("-inf"))
         logits[..., ids.eos] -= settings.eos_penalty
         probs = torch.softmax(logits, dim=-1)
         if settings.temperature > 0:

@@ -1,26 +1,31 @@
 """The infill engine: text around the cursor in, completion and timings out.
 
-Everything slow (loading, quantizing, thread set-up) happens in the
-constructor; ``complete`` is the hot path: tokenize, encode the context once,
-run a few refinement steps on the span canvas against the cached context,
-detokenize, post-process.
+Everything slow (loading, quantizing, thread set-up, lookup tables) happens in
+the constructor; ``complete`` is the hot path: build the context, take its
+keys/values from the cache (encoding only the tokens the cache lacks), run a
+few refinement steps on the span canvas, detokenize, post-process.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .config import Settings
 from .context import build_context
-from .diffusion import DecodeSettings, SpecialIds, diffuse, span_tokens
+from .context_cache import ContextCache
+from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, span_tokens
 from .errors import CelerisError
 from .model_dir import default_model_dir, load_model_dir
 from .postprocess import choose_mode, postprocess
+
+__all__ = ["Cancelled", "Completion", "Engine"]
 
 
 @dataclass
@@ -29,6 +34,8 @@ class Completion:
     mode: str
     steps: int
     tokens: int
+    cache: str  # "hit", "partial" or "miss"
+    context_tokens: int
     timings_ms: dict[str, float] = field(default_factory=dict)
     raw: str = ""
 
@@ -37,6 +44,8 @@ class Engine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         path = Path(settings.model).expanduser() if settings.model else default_model_dir()
+        if settings.backend == "onnx":
+            raise CelerisError("the onnx backend is not available in this version; use backend torch (or auto)")
         device = settings.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -48,20 +57,48 @@ class Engine:
         loaded = load_model_dir(path, device=device)
         self.path = path
         self.device = device
-        self.tok = loaded.tokenizer
+        self.tok = tok = loaded.tokenizer
         self.model = loaded.model
         self.meta = loaded.meta
         self.max_context = loaded.config.max_positions - loaded.config.max_canvas
+        self.quant = settings.quant
         if settings.quant == "int8":
             if device != "cpu":
                 raise CelerisError("quant int8 runs on the CPU; use fp16 on CUDA")
-            self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's own deprecation notice for quantized tensors
+                self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         elif settings.quant == "fp16":
             if device == "cpu":
                 raise CelerisError("quant fp16 needs a CUDA device; use int8 or none on the CPU")
             self.model = self.model.half()
-        tok = self.tok
-        self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id))
+        unused = range(tok.vocab_size, loaded.config.vocab_size)
+        self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
+        self.cache = ContextCache(capacity=8)
+        self.lock = threading.Lock()
+        # Token bytes as a padded matrix, to find the tokens that start with a given text quickly.
+        width = max(len(b) for b in tok.token_bytes)
+        self._token_matrix = np.zeros((loaded.config.vocab_size, width), dtype=np.uint8)
+        self._token_len = np.zeros(loaded.config.vocab_size, dtype=np.int64)
+        for i, b in enumerate(tok.token_bytes):
+            self._token_matrix[i, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+            self._token_len[i] = len(b)
+
+    def tokens_starting_with(self, text: str) -> torch.Tensor:
+        head = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        n = min(len(head), self._token_matrix.shape[1])
+        ok = (self._token_len >= n) & (self._token_matrix[:, :n] == head[:n]).all(axis=1)
+        return torch.from_numpy(ok).to(self.device)
+
+    def _context_kv(self, tokens: list[int]):
+        key = np.asarray(tokens, dtype=np.int64)
+        past, n = self.cache.lookup(key)
+        if past is not None and n == len(tokens):
+            return past, "hit"
+        new = torch.tensor([tokens[n:]], dtype=torch.long, device=self.device)
+        _, kv = self.model.encode_context(new, past=past)
+        self.cache.store(key, kv)
+        return kv, "miss" if past is None else "partial"
 
     def complete(
         self,
@@ -71,7 +108,14 @@ class Engine:
         max_tokens: int | None = None,
         steps: int | None = None,
         deadline_ms: float | None = None,
+        should_cancel=None,
     ) -> Completion:
+        """Complete at the cursor between ``prefix`` and ``suffix``.
+
+        ``deadline_ms`` (from the call) makes the answer anytime: the remaining slots are
+        committed when it passes.  ``should_cancel()`` is asked between steps; yes raises
+        ``Cancelled``.  Safe to call from several threads (one runs the model at a time).
+        """
         s = self.settings
         t0 = time.perf_counter()
         mode = choose_mode(prefix, mode or s.mode)
@@ -80,33 +124,38 @@ class Engine:
         budget_suffix = min(s.suffix_tokens, self.max_context // 4)
         budget_prefix = min(s.prefix_tokens, self.max_context - budget_suffix - 4)
         ctx = build_context(self.tok, prefix, suffix, budget_prefix, budget_suffix)
+        first_allowed = self.tokens_starting_with(ctx.heal) if ctx.heal else None
+        settings = DecodeSettings(
+            steps=steps or s.steps,
+            threshold=s.threshold,
+            eos_penalty=s.eos_penalty,
+            temperature=s.temperature,
+            seed=s.seed,
+        )
+        deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
+        should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
         t1 = time.perf_counter()
-        ids = torch.tensor([ctx.tokens], dtype=torch.long, device=self.device)
-        with torch.inference_mode():
-            _, kv = self.model.encode_context(ids)
+        with self.lock, torch.inference_mode():
+            if should_cancel is not None and should_cancel():
+                raise Cancelled
+            t_locked = time.perf_counter()
+            kv, cache_state = self._context_kv(ctx.tokens)
             t2 = time.perf_counter()
-            deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
-            settings = DecodeSettings(
-                steps=steps or s.steps,
-                threshold=s.threshold,
-                eos_penalty=s.eos_penalty,
-                temperature=s.temperature,
-                seed=s.seed,
-            )
-            should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
-            out, ran = diffuse(self.model, kv, canvas, self.ids, settings, should_stop)
+            out, ran = diffuse(self.model, kv, canvas, self.ids, settings, should_stop, should_cancel, first_allowed)
         t3 = time.perf_counter()
         span = span_tokens(out[0], self.ids.eos)
         raw = self.tok.decode(span)
+        after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
         t4 = time.perf_counter()
-        text = postprocess(raw, prefix, suffix, mode)
+        text = postprocess(after_cursor, prefix, suffix, mode)
         t5 = time.perf_counter()
         timings = {
             "tokenize": (t1 - t0) * 1e3,
-            "context_encode": (t2 - t1) * 1e3,
+            "queue": (t_locked - t1) * 1e3,
+            "context_encode": (t2 - t_locked) * 1e3,
             "refine": (t3 - t2) * 1e3,
             "detokenize": (t4 - t3) * 1e3,
             "postprocess": (t5 - t4) * 1e3,
             "total": (t5 - t0) * 1e3,
         }
-        return Completion(text, mode, ran, len(span), timings, raw)
+        return Completion(text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw)

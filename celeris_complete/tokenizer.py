@@ -57,6 +57,7 @@ class CodeTokenizer:
             setattr(self, f"{name}_id", self.bpe_vocab_size + i)
         self.vocab_size = self.bpe_vocab_size + len(SPECIAL_TOKENS)
         self.token_bytes = self._token_bytes()
+        self.newline_ids = frozenset(i for i, b in enumerate(self.token_bytes) if b and not b.strip(b"\r\n"))
 
     # ---- construction -------------------------------------------------------------------
     @staticmethod

@@ -16,7 +16,7 @@ def test_windows_respect_budgets_and_huge_text(small_tok):
     t = small_tok
     huge = "value = compute(1, 2)\n" * 200_000  # ~4 MB on each side
     ctx = build_context(t, huge + "    y = ", huge, 50, 20)
-    assert ctx.prefix_tokens == 50 and ctx.suffix_tokens == 20
+    assert 10 < ctx.prefix_tokens <= 50 and ctx.suffix_tokens == 20
     assert t.file_id not in ctx.tokens
     p = ctx.tokens.index(t.pre_id)
     assert t.decode(ctx.tokens[p + 1 :]).endswith("    y = ")
@@ -53,3 +53,25 @@ def test_block_stops_at_dedent_and_suffix_repeat():
 
 def test_incomplete_utf8_is_dropped():
     assert postprocess("abc\ufffd", "", "", "line") == "abc"
+
+
+def test_prefix_window_is_anchored_while_typing(small_tok):
+    """Typing at the cursor only appends to the context (so the cache can reuse it)."""
+    t = small_tok
+    base = "".join(f"def function_{i}(a, b):\n    return a * {i} + b\n\n" for i in range(200))
+    typed = "result = compute_the_total(values, weights) + offset"
+    contexts = [build_context(t, base + typed[:n], "\n", 256, 64, heal=False).tokens for n in range(len(typed))]
+    # Only the word being typed may be tokenized anew; the window start moves rarely.
+    extends = sum(
+        later[: len(earlier) - 8] == earlier[: len(earlier) - 8] for earlier, later in zip(contexts, contexts[1:])
+    )
+    assert extends >= len(typed) - 3
+
+
+def test_token_healing_cuts_a_partial_word(small_tok):
+    t = small_tok
+    ctx = build_context(t, "def f(items):\n    return len(ite", "\n", 100, 10)
+    assert ctx.heal and "ite".endswith(ctx.heal.lstrip())
+    p = ctx.tokens.index(t.pre_id)
+    assert t.decode(ctx.tokens[p + 2 :]) + ctx.heal == "def f(items):\n    return len(ite"
+    assert build_context(t, "x = (", "", 100, 10).heal == ""

@@ -20,8 +20,9 @@ def engine(shipped_model_dir):
 
 @pytest.fixture(scope="module")
 def engine_int8(shipped_model_dir):
-    settings = load_settings({"model": str(shipped_model_dir), "quant": "int8"}, environ={},
-                             user_file=shipped_model_dir / "none")
+    settings = load_settings(
+        {"model": str(shipped_model_dir), "quant": "int8"}, environ={}, user_file=shipped_model_dir / "none"
+    )
     return Engine(settings)
 
 

@@ -1,0 +1,82 @@
+"""Engine mechanics on a small model written by the real training pipeline."""
+
+import pytest
+
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Cancelled, Engine
+from celeris_complete.errors import CelerisError
+
+PREFIX = "def add(first, second):\n    total = first + second\n    return tot"
+
+
+def make_engine(model_dir, **overrides):
+    return Engine(load_settings({"model": str(model_dir), **overrides}, environ={}, user_file=model_dir / "none"))
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    return make_engine(tiny_model_dir)
+
+
+def test_cache_hit_equals_miss(engine):
+    engine.cache.clear()
+    first = engine.complete(PREFIX, "\n", mode="block")
+    again = engine.complete(PREFIX, "\n", mode="block")
+    assert (first.cache, again.cache) == ("miss", "hit")
+    assert again.text == first.text and again.raw == first.raw
+
+
+def test_typing_reuses_the_context(engine):
+    engine.cache.clear()
+    engine.complete(PREFIX[:-3], "\n")
+    typed = engine.complete(PREFIX, "\n")
+    assert typed.cache == "partial"
+    engine.cache.clear()
+    fresh = engine.complete(PREFIX, "\n")
+    assert fresh.cache == "miss" and fresh.raw == typed.raw
+    assert engine.cache.stats.partial >= 1 and engine.cache.stats.misses >= 2
+
+
+def test_token_healing_constrains_the_first_token(engine):
+    from celeris_complete.context import build_context
+
+    heal = build_context(engine.tok, PREFIX, "\n", 256, 64).heal
+    assert heal and "tot".endswith(heal.lstrip())
+    done = engine.complete(PREFIX, "\n", mode="line")
+    assert done.raw.startswith(heal)  # the model rewrites the cut token, then goes on
+    assert not done.text.startswith(heal)
+
+
+def test_cancel_between_steps(engine):
+    with pytest.raises(Cancelled):
+        engine.complete(PREFIX, "\n", should_cancel=lambda: True)
+    calls = {"n": 0}
+
+    def cancel_after_first_step():
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    with pytest.raises(Cancelled):
+        engine.complete(PREFIX, "\n", steps=8, should_cancel=cancel_after_first_step)
+
+
+def test_int8_runs(tiny_model_dir):
+    done = make_engine(tiny_model_dir, quant="int8").complete(PREFIX, "\n")
+    assert isinstance(done.text, str)
+
+
+def test_unavailable_choices_are_clear(tiny_model_dir):
+    with pytest.raises(CelerisError, match="onnx backend is not available"):
+        make_engine(tiny_model_dir, backend="onnx")
+    with pytest.raises(CelerisError, match="fp16 needs a CUDA device"):
+        make_engine(tiny_model_dir, quant="fp16", device="cpu")
+
+
+def test_no_gpu_falls_back_with_a_warning(tiny_model_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.warns(UserWarning, match="no CUDA GPU"):
+        engine = make_engine(tiny_model_dir, device="cuda")
+    assert engine.device == "cpu"
