@@ -103,6 +103,39 @@ def eval_command(
     typer.echo(json.dumps(figures, indent=2))
 
 
+@app.command()
+def selftest(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    budget_ms: Annotated[Optional[float], typer.Option(help="Keystroke budget in ms (default 100).")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto or torch.")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU) or fp16 (CUDA).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
+    requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Measure completion latency on this machine against the keystroke budget; say what to change."""
+    import json
+
+    from .config import load_settings
+    from .engine import Engine
+    from .selftest import render, run_selftest
+
+    overrides = dict(
+        model=model, budget_ms=budget_ms, steps=steps, device=device, backend=backend, quant=quant, threads=threads
+    )
+    try:
+        settings = load_settings(overrides)
+        engine = Engine(settings)
+    except CelerisError as exc:
+        fail(str(exc))
+    result = run_selftest(engine, settings.budget_ms, requests=requests)
+    typer.echo(json.dumps(result, indent=2) if as_json else render(result))
+    if result["verdict"] != "pass":
+        raise typer.Exit(1)
+
+
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
 app.add_typer(bench_app, name="bench")
 

@@ -8,6 +8,7 @@ j, all slots after j are end-of-span.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +50,7 @@ def diffuse(
     should_stop=None,
     should_cancel=None,
     first_allowed: torch.Tensor | None = None,
+    step_times: list[float] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
@@ -56,6 +58,7 @@ def diffuse(
     masked slots are committed from the current prediction (an anytime answer).
     ``should_cancel()`` is asked before each step: yes raises ``Cancelled``.
     ``first_allowed`` (a boolean mask over the vocabulary) limits what slot 0 may hold.
+    ``step_times`` collects the seconds each step took.
     """
     batch = context_kv[0][0].shape[0]
     device = context_kv[0][0].device
@@ -69,6 +72,7 @@ def diffuse(
     for step in range(steps):
         if should_cancel is not None and should_cancel():
             raise Cancelled
+        started = time.perf_counter()
         logits = model.span_step(x, context_kv).float()
         ran += 1
         logits[..., list(ids.banned)] = float("-inf")
@@ -99,6 +103,8 @@ def diffuse(
         is_eos = x == ids.eos
         first = torch.where(is_eos, slot_index, canvas).min(dim=1, keepdim=True).values
         x = torch.where(slot_index > first, torch.full_like(x, ids.eos), x)
+        if step_times is not None:
+            step_times.append(time.perf_counter() - started)
         if last or not (x == ids.mask).any():
             break
     return x, ran

@@ -36,7 +36,7 @@ class Completion:
     tokens: int
     cache: str  # "hit", "partial" or "miss"
     context_tokens: int
-    timings_ms: dict[str, float] = field(default_factory=dict)
+    timings_ms: dict = field(default_factory=dict)  # per phase; "steps" holds each refinement step
     raw: str = ""
 
 
@@ -109,6 +109,7 @@ class Engine:
         steps: int | None = None,
         deadline_ms: float | None = None,
         should_cancel=None,
+        threshold: float | None = None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -127,7 +128,7 @@ class Engine:
         first_allowed = self.tokens_starting_with(ctx.heal) if ctx.heal else None
         settings = DecodeSettings(
             steps=steps or s.steps,
-            threshold=s.threshold,
+            threshold=s.threshold if threshold is None else threshold,
             eos_penalty=s.eos_penalty,
             temperature=s.temperature,
             seed=s.seed,
@@ -141,7 +142,10 @@ class Engine:
             t_locked = time.perf_counter()
             kv, cache_state = self._context_kv(ctx.tokens)
             t2 = time.perf_counter()
-            out, ran = diffuse(self.model, kv, canvas, self.ids, settings, should_stop, should_cancel, first_allowed)
+            step_times: list[float] = []
+            out, ran = diffuse(
+                self.model, kv, canvas, self.ids, settings, should_stop, should_cancel, first_allowed, step_times
+            )
         t3 = time.perf_counter()
         span = span_tokens(out[0], self.ids.eos)
         raw = self.tok.decode(span)
@@ -158,4 +162,5 @@ class Engine:
             "postprocess": (t5 - t4) * 1e3,
             "total": (t5 - t0) * 1e3,
         }
+        timings["steps"] = [round(t * 1e3, 3) for t in step_times]
         return Completion(text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw)

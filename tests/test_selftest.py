@@ -1,0 +1,53 @@
+import json
+import subprocess
+import sys
+
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Engine
+from celeris_complete.selftest import percentile, render, run_selftest, sample_cursors
+
+
+def test_percentile():
+    values = list(range(1, 101))
+    assert percentile(values, 50) in (50, 51) and percentile(values, 99) == 99 and percentile(values, 100) == 100
+
+
+def test_cursors_are_real_places():
+    for text, at, mode in sample_cursors(20):
+        assert 0 < at < len(text) and mode in ("line", "block")
+
+
+def test_report_and_verdict(tiny_model_dir):
+    engine = Engine(load_settings({"model": str(tiny_model_dir)}, environ={}, user_file=tiny_model_dir / "x"))
+    generous = run_selftest(engine, budget_ms=60_000, requests=4, keystrokes=2)
+    assert generous["verdict"] == "pass" and generous["advice"] == []
+    assert generous["keystroke_ms"]["n"] == 8 and generous["cache_miss_ms"]["n"] == 4
+    assert generous["cache"]["misses"] >= 4 and generous["cache"]["hits"] + generous["cache"]["partial"] >= 8
+    # Keystrokes reuse the cached context: far less encoding than a new place.
+    phases = generous["phases_ms_p50"]
+    assert phases["context_encode_keystroke"] < phases["context_encode"]
+    strict = run_selftest(engine, budget_ms=0.001, requests=4, keystrokes=1)
+    assert strict["verdict"] == "fail" and strict["advice"]
+    assert "FAIL" in render(strict) and "try:" in render(strict)
+
+
+def test_cli_exit_code_and_json(tiny_model_dir):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "celeris_complete.cli",
+            "selftest",
+            "--model",
+            str(tiny_model_dir),
+            "--requests",
+            "4",
+            "--budget-ms",
+            "60000",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["verdict"] == "pass"
