@@ -44,8 +44,6 @@ class Engine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         path = Path(settings.model).expanduser() if settings.model else default_model_dir()
-        if settings.backend == "onnx":
-            raise CelerisError("the onnx backend is not available in this version; use backend torch (or auto)")
         device = settings.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -62,7 +60,12 @@ class Engine:
         self.meta = loaded.meta
         self.max_context = loaded.config.max_positions - loaded.config.max_canvas
         self.quant = settings.quant
-        if settings.quant == "int8":
+        self.backend = "torch"
+        if settings.backend == "onnx":
+            self._use_onnx(loaded, path, device, settings)
+        if self.backend == "onnx":
+            pass
+        elif settings.quant == "int8":
             if device != "cpu":
                 raise CelerisError("quant int8 runs on the CPU; use fp16 on CUDA")
             with warnings.catch_warnings():
@@ -83,6 +86,21 @@ class Engine:
         for i, b in enumerate(tok.token_bytes):
             self._token_matrix[i, : len(b)] = np.frombuffer(b, dtype=np.uint8)
             self._token_len[i] = len(b)
+
+    def _use_onnx(self, loaded, path: Path, device: str, settings: Settings) -> None:
+        from .model_dir import WEIGHTS
+        from .onnx_backend import OnnxModel
+
+        if settings.quant == "fp16":
+            raise CelerisError("quant fp16 is not offered by the onnx backend; use none or int8")
+        try:
+            self.model = OnnxModel(loaded.model, path / WEIGHTS, device, settings.quant, settings.threads)
+        except CelerisError as exc:
+            warnings.warn(f"{exc}; using the torch backend instead", stacklevel=3)
+            return
+        self.backend = "onnx"
+        self.onnx_device = device
+        self.device = "cpu"  # the engine's own tensors; ONNX Runtime moves data to its provider
 
     def tokens_starting_with(self, text: str) -> torch.Tensor:
         head = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)

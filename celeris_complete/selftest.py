@@ -115,7 +115,7 @@ def run_selftest(engine: Engine, budget_ms: float, requests: int = 24, keystroke
         "engine": {
             "model": str(engine.path),
             "device": engine.device,
-            "backend": "torch",
+            "backend": engine.backend,
             "quant": engine.quant,
             "steps": engine.settings.steps,
             "prefix_tokens": engine.settings.prefix_tokens,

@@ -66,8 +66,8 @@ def test_int8_runs(tiny_model_dir):
 
 
 def test_unavailable_choices_are_clear(tiny_model_dir):
-    with pytest.raises(CelerisError, match="onnx backend is not available"):
-        make_engine(tiny_model_dir, backend="onnx")
+    with pytest.raises(CelerisError, match="fp16 is not offered by the onnx backend"):
+        make_engine(tiny_model_dir, backend="onnx", quant="fp16")
     with pytest.raises(CelerisError, match="fp16 needs a CUDA device"):
         make_engine(tiny_model_dir, quant="fp16", device="cpu")
 
@@ -80,3 +80,52 @@ def test_no_gpu_falls_back_with_a_warning(tiny_model_dir):
     with pytest.warns(UserWarning, match="no CUDA GPU"):
         engine = make_engine(tiny_model_dir, device="cuda")
     assert engine.device == "cpu"
+
+
+PROMPTS = [
+    (PREFIX, "\n"),
+    ("import os\n\n\ndef walk(root):\n    for name in os.listdir(", "):\n        print(name)\n"),
+    ("class A:\n    def __init__(self):\n        ", "\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory):
+    import os
+
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
+def test_onnx_backend_matches_torch(tiny_model_dir, onnx_cache):
+    torch_engine = make_engine(tiny_model_dir)
+    onnx_engine = make_engine(tiny_model_dir, backend="onnx")
+    assert onnx_engine.backend == "onnx"
+    for prefix, suffix in PROMPTS:
+        a = torch_engine.complete(prefix, suffix, mode="block")
+        b = onnx_engine.complete(prefix, suffix, mode="block")
+        assert a.raw == b.raw
+    # The cache works on the stacked keys/values too: typing reuses the context.
+    onnx_engine.cache.clear()
+    onnx_engine.complete(PREFIX[:-2], "\n")
+    typed = onnx_engine.complete(PREFIX, "\n")
+    assert typed.cache == "partial" and typed.raw == torch_engine.complete(PREFIX, "\n").raw
+
+
+def test_onnx_int8_runs(tiny_model_dir, onnx_cache):
+    engine = make_engine(tiny_model_dir, backend="onnx", quant="int8")
+    assert engine.backend == "onnx" and isinstance(engine.complete(*PROMPTS[1]).text, str)
+
+
+def test_missing_onnxruntime_falls_back_with_one_warning(tiny_model_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    with pytest.warns(UserWarning, match="onnxruntime is not installed.*torch backend"):
+        engine = make_engine(tiny_model_dir, backend="onnx")
+    assert engine.backend == "torch" and isinstance(engine.complete(*PROMPTS[0]).text, str)
