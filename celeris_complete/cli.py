@@ -109,7 +109,7 @@ def selftest(
     budget_ms: Annotated[Optional[float], typer.Option(help="Keystroke budget in ms (default 100).")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto or torch.")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU) or fp16 (CUDA).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
@@ -181,6 +181,48 @@ def bench_quality(
     typer.echo(json.dumps(summary, indent=2))
 
 
+@bench_app.command("engine")
+def bench_engine(
+    configs: Annotated[str, typer.Option(help="Comma-separated backend:quant pairs.")] = ",".join(
+        ("torch:none", "torch:int8", "onnx:none", "onnx:int8")
+    ),
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    requests: Annotated[int, typer.Option(help="Places in files per configuration.")] = 24,
+    samples: Annotated[int, typer.Option(help="Held-out spans for exact match.")] = 200,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the full JSON here.")] = None,
+) -> None:
+    """Latency (cached and not), tokens/s, speedup over one token per step, exact match and peak memory
+    for each backend and quantization, each in a fresh process; prints a Markdown table."""
+    from .bench_engine import run_all, save, table
+
+    rows = run_all([c.strip() for c in configs.split(",") if c.strip()], model, requests, samples, threads)
+    if output:
+        save(rows, output)
+    typer.echo(table(rows))
+
+
+@bench_app.command("engine-one", hidden=True)
+def bench_engine_one(
+    backend: Annotated[str, typer.Option()] = "torch",
+    quant: Annotated[str, typer.Option()] = "none",
+    model: Annotated[Optional[str], typer.Option()] = None,
+    requests: Annotated[int, typer.Option()] = 24,
+    samples: Annotated[int, typer.Option()] = 200,
+    threads: Annotated[Optional[int], typer.Option()] = None,
+) -> None:
+    import json
+
+    from .bench_engine import measure
+    from .config import load_settings
+
+    try:
+        settings = load_settings(dict(backend=backend, quant=quant, model=model, threads=threads))
+        typer.echo(json.dumps(measure(settings, requests, samples)))
+    except CelerisError as exc:
+        fail(str(exc))
+
+
 def read_source(target: str) -> tuple[str, Path | None]:
     """The text of FILE (or stdin for "-"), refusing binary or undecodable input clearly."""
     if target == "-":
@@ -238,7 +280,7 @@ def infill(
     eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty.")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto or torch.")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU) or fp16 (CUDA).")] = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
     in_place: Annotated[

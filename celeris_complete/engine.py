@@ -37,7 +37,8 @@ class Completion:
     cache: str  # "hit", "partial" or "miss"
     context_tokens: int
     timings_ms: dict = field(default_factory=dict)  # per phase; "steps" holds each refinement step
-    raw: str = ""
+    raw: str = ""  # the decoded span before post-processing, starting with ``heal``
+    heal: str = ""  # text cut from before the cursor that the span rewrites (token healing)
 
 
 class Engine:
@@ -181,4 +182,4 @@ class Engine:
             "total": (t5 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
-        return Completion(text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw)
+        return Completion(text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal)
