@@ -104,6 +104,33 @@ def eval_command(
 
 
 @app.command()
+def lsp(
+    tcp: Annotated[bool, typer.Option("--tcp", help="Listen on TCP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="TCP address (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 2087,
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    log_file: Annotated[Optional[Path], typer.Option(help="Write the server's log here.")] = None,
+) -> None:
+    """Start the language server (stdio by default)."""
+    import logging
+
+    from .config import load_settings
+
+    logging.basicConfig(
+        filename=str(log_file) if log_file else None,
+        level=logging.INFO if log_file else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        settings = load_settings(dict(model=model))
+    except CelerisError as exc:
+        fail(str(exc))
+    from celeris_lsp.server import serve
+
+    serve(settings, tcp=tcp, host=host, port=port)
+
+
+@app.command()
 def selftest(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
     budget_ms: Annotated[Optional[float], typer.Option(help="Keystroke budget in ms (default 100).")] = None,

@@ -54,6 +54,16 @@ OPTIONS: dict[str, Option] = {
     "budget_ms": Option(float, 100.0, "Keystroke latency budget.", minimum=1.0, maximum=60000.0),
     "threads": Option(int, 0, "CPU threads (0: all cores).", minimum=0, maximum=1024),
     "fill_marker": Option(str, "<FILL>", "Marker that `infill` fills in a file."),
+    "max_chars_after_cursor": Option(
+        int, 3, "No automatic completion when more characters than this follow the cursor on its line.", minimum=0
+    ),
+    "alternatives": Option(int, 3, "Completions offered when the user asks for them.", minimum=1, maximum=10),
+    "ignore_globs": Option(list, (), "Files (globs on the path) never completed."),
+    "secret_globs": Option(
+        list,
+        (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "*.p12", "*.pfx", "*secret*", "*credential*"),
+        "Files that look like secrets: never read, indexed or completed.",
+    ),
 }
 
 
@@ -88,7 +98,13 @@ def coerce(key: str, raw: Any, source: str) -> Any:
     if opt is None:
         raise CelerisError(f"{source}: unknown setting '{key}' (known: {', '.join(sorted(OPTIONS))})")
     try:
-        if opt.kind is bool:
+        if opt.kind is list:
+            if isinstance(raw, str):
+                raw = [part.strip() for part in raw.split(",") if part.strip()]
+            if not isinstance(raw, (list, tuple)) or not all(isinstance(x, str) for x in raw):
+                raise ValueError
+            value = tuple(raw)
+        elif opt.kind is bool:
             value = raw if isinstance(raw, bool) else str(raw).lower() in ("1", "true", "yes", "on")
         elif opt.kind is int:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):

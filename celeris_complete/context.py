@@ -74,9 +74,19 @@ def is_word_char(ch: str) -> bool:
 
 
 def build_context(
-    tok: CodeTokenizer, prefix: str, suffix: str, prefix_budget: int, suffix_budget: int, heal: bool = True
+    tok: CodeTokenizer,
+    prefix: str,
+    suffix: str,
+    prefix_budget: int,
+    suffix_budget: int,
+    heal: bool = True,
+    file_start: bool = True,
+    file_end: bool = True,
 ) -> Context:
+    """``file_start``/``file_end``: whether ``prefix`` starts the file and ``suffix`` ends it (a
+    caller may pass only a slice of a huge document around the cursor)."""
     pre, at_start = prefix_window(tok, prefix, prefix_budget)
+    at_start = at_start and file_start
     healed = ""
     if heal and pre and prefix and is_word_char(prefix[-1]):
         # The cursor may sit inside a word the model would write as one token: drop the word's
@@ -86,6 +96,7 @@ def build_context(
             healed = last
             pre = pre[:-1]
     suf, at_end = suffix_window(tok, suffix, suffix_budget)
+    at_end = at_end and file_end
     tokens = [tok.suf_id, *suf]
     if at_end:
         tokens.append(tok.file_id)

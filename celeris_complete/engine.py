@@ -27,6 +27,8 @@ from .postprocess import choose_mode, postprocess
 
 __all__ = ["Cancelled", "Completion", "Engine"]
 
+DECODE_KEYS = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block")
+
 
 @dataclass
 class Completion:
@@ -43,7 +45,6 @@ class Completion:
 
 class Engine:
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
         path = Path(settings.model).expanduser() if settings.model else default_model_dir()
         device = settings.device
         if device == "auto":
@@ -54,7 +55,9 @@ class Engine:
         if settings.threads:
             torch.set_num_threads(settings.threads)
         loaded = load_model_dir(path, device=device)
+        self.recommended = {k: v for k, v in loaded.meta.get("decode", {}).items() if k in DECODE_KEYS}
         self.path = path
+        self.use_settings(settings)
         self.device = device
         self.tok = tok = loaded.tokenizer
         self.model = loaded.model
@@ -87,6 +90,12 @@ class Engine:
         for i, b in enumerate(tok.token_bytes):
             self._token_matrix[i, : len(b)] = np.frombuffer(b, dtype=np.uint8)
             self._token_len[i] = len(b)
+
+    def use_settings(self, settings: Settings) -> None:
+        """Take new settings (those that need no reload). Decoding settings the model recommends
+        (tuned on validation data) replace built-in defaults only, never a value the user set."""
+        tuned = {k: v for k, v in self.recommended.items() if settings.source(k) == "default"}
+        self.settings = settings.with_overrides(tuned, f"{self.path}/config.json (decode)") if tuned else settings
 
     def _use_onnx(self, loaded, path: Path, device: str, settings: Settings) -> None:
         from .model_dir import WEIGHTS
@@ -129,12 +138,18 @@ class Engine:
         deadline_ms: float | None = None,
         should_cancel=None,
         threshold: float | None = None,
+        file_start: bool = True,
+        file_end: bool = True,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
         ``deadline_ms`` (from the call) makes the answer anytime: the remaining slots are
         committed when it passes.  ``should_cancel()`` is asked between steps; yes raises
         ``Cancelled``.  Safe to call from several threads (one runs the model at a time).
+        ``file_start``/``file_end`` say whether ``prefix``/``suffix`` reach the file's start/end
+        (callers may pass a slice of a huge document around the cursor).
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -143,14 +158,16 @@ class Engine:
         canvas = max(1, min(canvas, self.model.cfg.max_canvas))
         budget_suffix = min(s.suffix_tokens, self.max_context // 4)
         budget_prefix = min(s.prefix_tokens, self.max_context - budget_suffix - 4)
-        ctx = build_context(self.tok, prefix, suffix, budget_prefix, budget_suffix)
+        ctx = build_context(
+            self.tok, prefix, suffix, budget_prefix, budget_suffix, file_start=file_start, file_end=file_end
+        )
         first_allowed = self.tokens_starting_with(ctx.heal) if ctx.heal else None
         settings = DecodeSettings(
             steps=steps or s.steps,
             threshold=s.threshold if threshold is None else threshold,
             eos_penalty=s.eos_penalty,
-            temperature=s.temperature,
-            seed=s.seed,
+            temperature=s.temperature if temperature is None else temperature,
+            seed=s.seed if seed is None else seed,
         )
         deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
         should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)

@@ -94,3 +94,18 @@ def test_bad_setting_names_its_source(tiny_model_dir, src, tmp_path):
     (tmp_path / ".celeris-complete.toml").write_text("steps = -1\n")
     r = cli("infill", src, "--model", tiny_model_dir, cwd=tmp_path)
     assert r.returncode == 2 and b".celeris-complete.toml: setting 'steps' must be >= 1" in r.stderr
+
+
+def test_fifty_megabyte_file_is_windowed(tiny_model_dir, tmp_path):
+    p = tmp_path / "big.py"
+    line = "value = compute(alpha, beta) + offset  # a line of a very large generated file\n"
+    with p.open("w") as fh:
+        for _ in range(50 * 1024 * 1024 // len(line)):
+            fh.write(line)
+        fh.write("result = <FILL>\n")
+        for _ in range(1000):
+            fh.write(line)
+    r = cli("infill", p, "--model", tiny_model_dir, "--json")
+    assert r.returncode == 0, r.stderr
+    hole = json.loads(r.stdout)["holes"][0]
+    assert hole["timings_ms"]["tokenize"] < 1000  # the context is cut before tokenizing

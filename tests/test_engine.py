@@ -63,3 +63,23 @@ def test_odd_input_never_crashes(engine):
     for prefix, suffix in [("", ""), ("\x00\x01", ""), ("😀" * 5000, "é" * 5000), ("\r\n" * 100, "\t" * 100)]:
         done = engine.complete(prefix, suffix)
         assert isinstance(done.text, str)
+
+
+def test_cache_hit_equals_miss_on_the_shipped_model(engine):
+    for prefix, suffix in PROMPTS:
+        engine.cache.clear()
+        miss = engine.complete(prefix, suffix)
+        hit = engine.complete(prefix, suffix)
+        assert (miss.cache, hit.cache) == ("miss", "hit") and miss.raw == hit.raw
+
+
+def test_one_step_and_many_steps_both_fill_the_canvas(engine):
+    one = engine.complete(*PROMPTS[0], steps=1)
+    many = engine.complete(*PROMPTS[0], steps=8)
+    assert one.steps == 1 and 1 <= many.steps <= 8
+    assert one.tokens <= engine.settings.canvas_line and many.tokens <= engine.settings.canvas_line
+
+
+def test_threshold_zero_commits_everything_at_once(engine):
+    done = engine.complete(*PROMPTS[1], steps=8, threshold=0.0)
+    assert done.steps == 1

@@ -129,3 +129,17 @@ def test_missing_onnxruntime_falls_back_with_one_warning(tiny_model_dir, monkeyp
     with pytest.warns(UserWarning, match="onnxruntime is not installed.*torch backend"):
         engine = make_engine(tiny_model_dir, backend="onnx")
     assert engine.backend == "torch" and isinstance(engine.complete(*PROMPTS[0]).text, str)
+
+
+def test_model_recommended_decoding_replaces_defaults_only(tiny_model_dir, tmp_path):
+    import json
+    import shutil
+
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, model, ignore=shutil.ignore_patterns(".work"))
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["decode"] = {"steps": 6, "eos_penalty": 1.5}
+    (model / "config.json").write_text(json.dumps(cfg))
+    engine = make_engine(model)
+    assert (engine.settings.steps, engine.settings.eos_penalty) == (6, 1.5)
+    assert make_engine(model, steps=2).settings.steps == 2  # the user's value wins

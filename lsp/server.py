@@ -1,0 +1,364 @@
+"""The celeris-complete language server (pygls).
+
+Data path: the client's buffer (incremental sync, kept by pygls) -> the text
+around the cursor -> the engine, on one worker thread off the message loop ->
+the completion -> ``textDocument/inlineCompletion`` items (or
+``textDocument/completion`` items for older clients), plus a timings
+notification.  A newer request for a document supersedes the older one, which
+stops at its next refinement step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import PurePosixPath
+from types import SimpleNamespace
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
+from pygls.workspace.position_codec import ServerTextPosition
+
+from celeris_complete import __version__
+from celeris_complete.config import Settings, load_settings
+from celeris_complete.errors import CelerisError
+
+from .typing_cache import TypingCache
+
+log = logging.getLogger("celeris.lsp")
+
+TIMINGS_NOTIFICATION = "celeris/timings"
+STATUS_REQUEST = "celeris/status"
+WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
+ENGINE_KEYS = ("model", "backend", "device", "quant", "threads")
+
+
+class CelerisProtocol(LanguageServerProtocol):
+    """Answers a request whose parameters cannot be read with an error, instead of leaving it unanswered."""
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
+                self._send_response(data["id"], error=exc.to_response_error())
+            return SimpleNamespace(jsonrpc="ignored")  # handle_message drops it with a warning
+
+
+class CelerisServer(LanguageServer):
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(
+            "celeris-complete",
+            __version__,
+            protocol_cls=CelerisProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
+        self.settings = settings
+        self.engine = None
+        self.engine_error: str | None = None
+        self.engine_ready = threading.Event()
+        self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celeris-model")
+        self.generation: dict[str, int] = {}
+        self.typing = TypingCache()
+        self.requests = 0
+        self.model_calls = 0
+
+    # ---- engine ---------------------------------------------------------------------------
+    def load_engine(self) -> None:
+        """Load the model on the worker thread; the server answers (emptily) meanwhile."""
+        self.engine_ready.clear()
+        self.engine, self.engine_error = None, None
+        settings = self.settings
+
+        def load() -> None:
+            try:
+                from celeris_complete.engine import Engine
+
+                self.engine = Engine(settings)
+                log.info("model loaded from %s", self.engine.path)
+            except CelerisError as exc:
+                self.engine_error = str(exc)
+            except Exception as exc:  # never let a broken model take the server down
+                self.engine_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self.engine_ready.set()
+            if self.engine_error:
+                log.error("the model failed to load: %s", self.engine_error)
+                self.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Error,
+                        message=f"celeris-complete: the model failed to load: {self.engine_error}",
+                    )
+                )
+
+        self.model_thread.submit(load)
+
+    def apply_settings(self, overrides: Any, source: str) -> None:
+        if not overrides:
+            return
+        if not isinstance(overrides, dict):
+            self.warn(f"{source}: expected an object of settings, got {type(overrides).__name__}")
+            return
+        overrides = overrides.get("celeris", overrides)  # {"celeris": {...}} or the settings themselves
+        try:
+            new = self.settings.with_overrides(overrides, source)
+        except CelerisError as exc:
+            self.warn(str(exc))
+            return
+        reload = any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
+        self.settings = new
+        if reload:
+            self.load_engine()
+        elif self.engine is not None:
+            self.engine.use_settings(new)
+
+    def warn(self, message: str) -> None:
+        log.warning(message)
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+
+    # ---- what to complete -----------------------------------------------------------------
+    def skipped(self, uri: str) -> str | None:
+        """Why a document is never completed, or None."""
+        path = to_fs_path(uri) or uri
+        name = PurePosixPath(path).name
+        for pattern in self.settings.secret_globs:
+            if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(path, pattern):
+                return "looks like a secret"
+        for pattern in self.settings.ignore_globs:
+            if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(name, pattern):
+                return "ignored by ignore_globs"
+        return None
+
+    def around_cursor(self, uri: str, position: types.Position) -> tuple[str, str, bool, bool] | None:
+        """(prefix, suffix, prefix reaches the file start, suffix reaches the file end), or None."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return None
+        lines = doc.lines
+        if position.line < 0 or position.character < 0 or position.line > len(lines):
+            return None
+        if position.line == len(lines) and position.character > 0:
+            return None
+        source = doc.source
+        offset = doc.offset_at_position(position)
+        offset = max(0, min(offset, len(source)))
+        start, end = max(0, offset - WINDOW_CHARS), min(len(source), offset + WINDOW_CHARS)
+        prefix, suffix = source[start:offset], source[offset:end]
+        if "\x00" in prefix[-4096:] or "\x00" in suffix[:4096]:
+            return None  # binary content
+        return prefix, suffix, start == 0, end == len(source)
+
+    async def run_model(self, uri: str, call) -> Any:
+        """Run ``call(should_cancel)`` on the model thread; superseded or cancelled calls stop early."""
+        generation = self.generation.get(uri, 0) + 1
+        self.generation[uri] = generation
+        cancelled = threading.Event()
+
+        def should_cancel() -> bool:
+            return cancelled.is_set() or self.generation.get(uri) != generation
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.model_thread, call, should_cancel)
+        except asyncio.CancelledError:
+            cancelled.set()  # $/cancelRequest: the worker stops at its next step
+            raise
+
+    def send_timings(self, uri: str, payload: dict) -> None:
+        self.protocol.notify(TIMINGS_NOTIFICATION, {"uri": uri, **payload})
+
+
+def make_server(settings: Settings | None = None) -> CelerisServer:
+    server = CelerisServer(settings or load_settings(environ=os.environ))
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CelerisServer, params: types.InitializeParams) -> None:
+        ls.apply_settings(params.initialization_options, "initializationOptions")
+        ls.load_engine()
+        if params.process_id:
+            watch_parent(ls, params.process_id)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: CelerisServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.apply_settings(params.settings, "workspace/didChangeConfiguration")
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CelerisServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.typing.forget(params.text_document.uri)
+        ls.generation.pop(params.text_document.uri, None)
+
+    @server.feature(STATUS_REQUEST)
+    def status(ls: CelerisServer, params: Any = None) -> dict:
+        engine = ls.engine
+        return {
+            "ready": ls.engine_ready.is_set(),
+            "model_loaded": engine is not None,
+            "error": ls.engine_error,
+            "model": str(engine.path) if engine else None,
+            "backend": engine.backend if engine else None,
+            "requests": ls.requests,
+            "model_calls": ls.model_calls,
+            "typing_cache": {"hits": ls.typing.hits, "misses": ls.typing.misses},
+            "context_cache": vars(engine.cache.stats).copy() if engine else None,
+            "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
+        }
+
+    async def complete_at(
+        ls: CelerisServer, uri: str, position: types.Position, automatic: bool, selected=None, alternatives: int = 1
+    ) -> tuple[list[str], types.Range | None]:
+        """Completions at the cursor (text to insert there), and the range they replace."""
+        t0 = time.perf_counter()
+        ls.requests += 1
+        if ls.engine is None:
+            if ls.engine_error:
+                log.info("no completion for %s: the model failed to load (%s)", uri, ls.engine_error)
+            return [], None
+        if (why := ls.skipped(uri)) is not None:
+            log.info("no completion for %s: %s", uri, why)
+            return [], None
+        around = ls.around_cursor(uri, position)
+        if around is None:
+            return [], None
+        prefix, suffix, file_start, file_end = around
+        replace = types.Range(start=position, end=position)
+        lead = ""
+        if selected is not None:
+            # The completion popup has an item selected: complete as if it were accepted.
+            doc = ls.workspace.text_documents[uri]
+            start = doc.offset_at_position(selected.range.start)
+            typed = doc.source[start : doc.offset_at_position(position)]
+            if len(typed) <= len(prefix) and prefix.endswith(typed):
+                prefix = prefix[: len(prefix) - len(typed)] + selected.text
+                lead = selected.text
+                replace = types.Range(start=selected.range.start, end=position)
+        rest_of_line = suffix.split("\n", 1)[0]
+        if automatic and len(rest_of_line.strip()) > ls.settings.max_chars_after_cursor:
+            return [], None
+        if alternatives == 1 and (cached := ls.typing.lookup(uri, prefix, suffix)) is not None:
+            ls.send_timings(uri, {"total_ms": round((time.perf_counter() - t0) * 1e3, 3), "source": "typing-cache"})
+            return [lead + cached], replace
+        engine = ls.engine
+
+        def call(should_cancel):
+            out = []
+            for i in range(alternatives):
+                sample = {} if i == 0 else {"temperature": 0.8, "seed": i}
+                out.append(
+                    engine.complete(
+                        prefix,
+                        suffix,
+                        file_start=file_start,
+                        file_end=file_end,
+                        deadline_ms=ls.settings.budget_ms,
+                        should_cancel=should_cancel,
+                        **sample,
+                    )
+                )
+            return out
+
+        from celeris_complete.engine import Cancelled
+
+        try:
+            done = await ls.run_model(uri, call)
+        except Cancelled:
+            return [], None
+        ls.model_calls += 1
+        texts = []
+        for d in done:
+            if d.text.strip() and d.text not in texts:
+                texts.append(d.text)
+        if texts:
+            ls.typing.store(uri, prefix, suffix, texts[0])
+        first = done[0]
+        ls.send_timings(
+            uri,
+            {
+                "total_ms": round((time.perf_counter() - t0) * 1e3, 3),
+                "engine_ms": {k: v for k, v in first.timings_ms.items() if k != "steps"},
+                "steps": first.steps,
+                "cache": first.cache,
+                "source": "model",
+            },
+        )
+        return [lead + t for t in texts], replace
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: CelerisServer, params: types.InlineCompletionParams):
+        invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        texts, replace = await complete_at(
+            ls,
+            params.text_document.uri,
+            params.position,
+            automatic=not invoked,
+            selected=params.context.selected_completion_info,
+            alternatives=ls.settings.alternatives if invoked else 1,
+        )
+        items = [types.InlineCompletionItem(insert_text=t, range=replace) for t in texts]
+        return types.InlineCompletionList(items=items)
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
+    async def completion(ls: CelerisServer, params: types.CompletionParams):
+        uri, position = params.text_document.uri, params.position
+        texts, _ = await complete_at(ls, uri, position, automatic=False)
+        if not texts:
+            return types.CompletionList(is_incomplete=True, items=[])
+        # Replace the word being typed, so that the client's filtering matches the item.
+        doc = ls.workspace.text_documents[uri]
+        line = doc.lines[position.line] if position.line < len(doc.lines) else ""
+        cursor = doc.offset_at_position(position) - doc.offset_at_position(types.Position(position.line, 0))
+        start = cursor
+        while start > 0 and (line[start - 1].isalnum() or line[start - 1] == "_"):
+            start -= 1
+        word = line[start:cursor]
+        start_pos = doc.position_to_client_units(ServerTextPosition(position.line, start))
+        items = []
+        for text in texts:
+            label = (word + text).split("\n", 1)[0].strip() or text.strip()
+            items.append(
+                types.CompletionItem(
+                    label=label[:80],
+                    kind=types.CompletionItemKind.Text,
+                    detail="celeris-complete",
+                    insert_text_format=types.InsertTextFormat.PlainText,
+                    text_edit=types.TextEdit(range=types.Range(start=start_pos, end=position), new_text=word + text),
+                    filter_text=word + text,
+                    sort_text="0",
+                )
+            )
+        return types.CompletionList(is_incomplete=True, items=items)
+
+    return server
+
+
+def watch_parent(server: CelerisServer, pid: int) -> None:
+    """Exit when the editor that started us is gone."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(2.0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                log.info("parent process %d is gone; exiting", pid)
+                os._exit(0)
+            except PermissionError:
+                pass  # it exists, owned by someone else
+
+    threading.Thread(target=watch, name="celeris-parent-watch", daemon=True).start()
+
+
+def serve(settings: Settings, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> None:
+    server = make_server(settings)
+    if tcp:
+        server.start_tcp(host, port)
+    else:
+        server.start_io()

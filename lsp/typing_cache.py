@@ -1,0 +1,53 @@
+"""Typing through a shown completion: answer from what was already predicted, without the model.
+
+When the user types the characters the shown completion predicted, the rest
+of it is still the answer; when they delete a few characters, the deleted
+text plus the completion is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LOOK_BACK = 8  # deleted characters still served from the cache
+
+
+@dataclass
+class Shown:
+    prefix: str  # the text before the cursor when the completion was computed
+    suffix: str
+    text: str
+
+
+class TypingCache:
+    def __init__(self, per_document: int = 4) -> None:
+        self.per_document = per_document
+        self.entries: dict[str, list[Shown]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def store(self, uri: str, prefix: str, suffix: str, text: str) -> None:
+        if not text:
+            return
+        entries = self.entries.setdefault(uri, [])
+        entries.insert(0, Shown(prefix, suffix, text))
+        del entries[self.per_document :]
+
+    def lookup(self, uri: str, prefix: str, suffix: str) -> str | None:
+        for shown in self.entries.get(uri, ()):
+            if suffix != shown.suffix:
+                continue
+            grown = len(prefix) - len(shown.prefix)
+            if 0 <= grown < len(shown.text):
+                typed = prefix[len(shown.prefix) :]
+                if shown.text.startswith(typed) and prefix.startswith(shown.prefix):
+                    self.hits += 1
+                    return shown.text[grown:]
+            elif -LOOK_BACK <= grown < 0 and shown.prefix.startswith(prefix):
+                self.hits += 1
+                return shown.prefix[len(prefix) :] + shown.text
+        self.misses += 1
+        return None
+
+    def forget(self, uri: str) -> None:
+        self.entries.pop(uri, None)

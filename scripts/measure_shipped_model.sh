@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every figure the README and the model card quote about the shipped model, in one run.
+# Usage: scripts/measure_shipped_model.sh [OUTDIR]   (about 15 minutes on 2 cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-results}
+mkdir -p "$out"
+cc=.venv/bin/celeris-complete
+$cc eval > "$out/validation.json"
+$cc bench quality --set single --output "$out/humaneval-single.json" > "$out/humaneval-single.summary.json"
+$cc bench quality --set multi --limit 500 --output "$out/humaneval-multi-500.json" > "$out/humaneval-multi-500.summary.json"
+$cc bench engine --output "$out/engine.json" > "$out/engine.md"
+$cc selftest --json > "$out/selftest.json" || true
+echo "results in $out/"

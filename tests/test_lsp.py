@@ -1,0 +1,313 @@
+"""End-to-end: the real language server in a subprocess, spoken to by a real LSP client."""
+
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+from lsprotocol import types
+
+from tests.lsp_session import SERVER, Session, run
+
+URI = "file:///project/app.py"
+TEXT = "import os\n\n\ndef list_dir(path):\n    return os.\n\n\ndef add(a, b):\n    return a + b\n"
+
+
+def field(obj, name):
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def test_capabilities_and_inline_completion(tiny_model_dir):
+    async def scenario():
+        s = Session(tiny_model_dir)
+        init = await s.start()
+        caps = init.capabilities
+        assert caps.inline_completion_provider is not None
+        assert caps.completion_provider is not None
+        assert caps.position_encoding in (None, types.PositionEncodingKind.Utf16)
+        s.open(URI, TEXT)
+        result = await s.inline(URI, 4, 14)
+        assert len(result.items) <= 1
+        for item in result.items:
+            assert item.range.start == item.range.end == types.Position(4, 14)
+            assert item.insert_text.strip()
+        invoked = await s.inline(URI, 4, 14, invoked=True)
+        assert len(invoked.items) <= 3
+        assert len({i.insert_text for i in invoked.items}) == len(invoked.items)
+        assert s.timings and field(s.timings[-1], "total_ms") > 0
+        # Unopened documents and positions out of range: an empty answer, never an error.
+        assert (await s.inline("file:///project/never_opened.py", 0, 0)).items in ((), [])
+        assert (await s.inline(URI, 999, 0)).items in ((), [])
+        assert (await s.inline(URI, 4, 9999)) is not None
+        await s.stop()
+
+    run(scenario())
+
+
+def test_completion_items_replace_the_word_being_typed(tiny_model_dir):
+    async def scenario():
+        s = Session(tiny_model_dir, init_options={"mode": "line"})
+        await s.start()
+        s.open(URI, "def add(first, second):\n    return fir\n")
+        result = await s.completion(URI, 1, 14)
+        for item in result.items:
+            edit = item.text_edit
+            assert edit.range.start == types.Position(1, 11) and edit.range.end == types.Position(1, 14)
+            assert edit.new_text.startswith("fir")
+        await s.stop()
+
+    run(scenario())
+
+
+def test_typing_through_the_shown_completion_needs_no_model_call(tiny_model_dir):
+    async def scenario():
+        s = Session(tiny_model_dir, init_options={"mode": "line", "max_chars_after_cursor": 10})
+        await s.start()
+        s.open(URI, "x = compute(\n")
+        first = await s.inline(URI, 0, 12)
+        if not first.items or len(first.items[0].insert_text) < 2:
+            await s.stop()
+            return  # nothing to type through (the tiny model may answer nothing here)
+        shown = first.items[0].insert_text
+        calls = field(await s.status(), "model_calls")
+        s.insert(URI, 0, 12, shown[0])
+        again = await s.inline(URI, 0, 13)
+        assert again.items[0].insert_text == shown[1:]
+        assert field(await s.status(), "model_calls") == calls
+        await s.stop()
+
+    run(scenario())
+
+
+def test_non_ascii_positions_in_each_encoding(tiny_model_dir):
+    line = "s = '😀日本é' + na"
+    text = f"{line}\n"
+
+    async def scenario(encoding, character):
+        s = Session(tiny_model_dir, encodings=[encoding], init_options={"mode": "line", "max_chars_after_cursor": 50})
+        init = await s.start()
+        assert init.capabilities.position_encoding == encoding
+        s.open(URI, text)
+        await s.inline(URI, 0, character, invoked=True)
+        status = await s.status()
+        await s.stop()
+        return status
+
+    utf16 = len(line.encode("utf-16-le")) // 2
+    utf8 = len(line.encode("utf-8"))
+    for encoding, character in [
+        (types.PositionEncodingKind.Utf16, utf16),
+        (types.PositionEncodingKind.Utf8, utf8),
+        (types.PositionEncodingKind.Utf32, len(line)),
+    ]:
+        run(scenario(encoding, character))
+
+
+def test_cursor_offsets_follow_the_negotiated_encoding(tiny_model_dir):
+    """The text before the cursor is exactly right for emoji, CJK and combining marks."""
+    from celeris_lsp.server import make_server
+    from pygls.workspace import Workspace
+
+    from celeris_complete.config import load_settings
+
+    line = "a = '😀日本e\u0301' + name"
+    server = make_server(load_settings(environ={}, user_file=tiny_model_dir / "none"))
+    for encoding, units in [
+        (types.PositionEncodingKind.Utf16, lambda s: len(s.encode("utf-16-le")) // 2),
+        (types.PositionEncodingKind.Utf8, lambda s: len(s.encode("utf-8"))),
+        (types.PositionEncodingKind.Utf32, len),
+    ]:
+        server.protocol._workspace = Workspace(None, types.TextDocumentSyncKind.Incremental, [], encoding)
+        server.workspace.put_text_document(types.TextDocumentItem(uri=URI, language_id="python", version=1, text=line))
+        for cut in (5, 6, 7, 9, 10, 13):
+            prefix, suffix, at_start, at_end = server.around_cursor(URI, types.Position(0, units(line[:cut])))
+            assert (prefix, suffix) == (line[:cut], line[cut:]) and at_start and at_end
+
+
+def test_model_that_fails_to_load_keeps_the_server_up(tmp_path):
+    async def scenario():
+        s = Session(tmp_path / "no-model")
+        await s.start()
+        status = await s.status()
+        assert not field(status, "model_loaded") and "model directory not found" in field(status, "error")
+        await asyncio.sleep(0.2)
+        assert any("failed to load" in m.message for m in s.messages)
+        s.open(URI, TEXT)
+        assert (await s.inline(URI, 4, 14)).items in ((), [])
+        await s.stop()
+
+    run(scenario())
+
+
+def test_configuration_changes_apply(tiny_model_dir):
+    async def scenario():
+        s = Session(tiny_model_dir)
+        await s.start()
+        s.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"celeris": {"steps": 2, "mode": "line"}})
+        )
+        settings = field(await s.status(), "settings")
+        assert field(settings, "steps") == 2 and field(settings, "mode") == "line"
+        s.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"steps": "many"}))
+        await asyncio.sleep(0.3)
+        assert field(field(await s.status(), "settings"), "steps") == 2
+        assert any("'steps' must be a int" in m.message for m in s.messages)
+        await s.stop()
+
+    run(scenario())
+
+
+def test_secrets_and_ignored_files_are_never_completed(tiny_model_dir):
+    async def scenario():
+        s = Session(tiny_model_dir, init_options={"ignore_globs": ["*/vendor/*"], "max_chars_after_cursor": 99})
+        await s.start()
+        for uri in ("file:///project/.env", "file:///project/keys/server.pem", "file:///project/vendor/lib.py"):
+            s.open(uri, "API_KEY = \n")
+            assert (await s.inline(uri, 0, 10, invoked=True)).items in ((), [])
+        await s.stop()
+
+    run(scenario())
+
+
+def test_storm_and_cancellation(tiny_model_dir):
+    async def scenario():
+        s = Session(tiny_model_dir)
+        await s.start()
+        for i in range(60):
+            uri = f"file:///project/f{i % 5}.py"
+            s.open(uri, TEXT * 3)
+            s.insert(uri, 1, 0, "x = 1\n")
+            if i % 3 == 0:
+                s.close(uri)
+        # Many requests for one document at once: older ones are superseded, none crashes.
+        s.open(URI, TEXT)
+        tasks = [asyncio.ensure_future(s.inline(URI, 4, 14, invoked=True)) for _ in range(8)]
+        # A request cancelled by the client.
+        pending = s.client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION,
+            types.InlineCompletionParams(
+                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+                text_document=types.TextDocumentIdentifier(uri=URI),
+                position=types.Position(4, 14),
+            ),
+        )
+        msg_id = s.client.protocol._request_futures and max(s.client.protocol._request_futures)
+        s.client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        try:
+            await pending
+        except Exception as exc:  # the server answers RequestCancelled
+            assert "cancel" in str(exc).lower()
+        results = await asyncio.gather(*tasks)
+        assert all(r is not None for r in results)
+        assert field(await s.status(), "ready")
+        await s.stop()
+
+    run(scenario())
+
+
+def frame(payload: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(payload) + payload
+
+
+class RawServer:
+    """The server in a subprocess, spoken to in raw JSON-RPC frames; every read has a timeout."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.messages: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        stream = self.proc.stdout
+        while True:
+            headers = {}
+            while True:
+                line = stream.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                key, _, value = line.decode().partition(":")
+                headers[key.strip().lower()] = value.strip()
+            self.messages.put(json.loads(stream.read(int(headers["content-length"]))))
+
+    def send_bytes(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, obj) -> None:
+        self.send_bytes(frame(json.dumps(obj).encode()))
+
+    def response(self, msg_id, timeout: float = 60) -> dict:
+        end = time.time() + timeout
+        while True:
+            msg = self.messages.get(timeout=max(0.01, end - time.time()))
+            if msg.get("id") == msg_id and "method" not in msg:
+                return msg
+
+    def initialize(self, model_dir, process_id=None) -> dict:
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"capabilities": {}, "processId": process_id,
+                              "initializationOptions": {"model": str(model_dir)}}})
+        return self.response(1)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_malformed_messages_and_unknown_methods(tiny_model_dir):
+    server = RawServer()
+    try:
+        server.send_bytes(frame(b"{this is not json"))
+        server.send_bytes(frame(b'{"jsonrpc": "2.0", "id": 99, "method": 12}'))
+        assert "capabilities" in server.initialize(tiny_model_dir)["result"]
+        server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "no/suchMethod", "params": {}})
+        assert server.response(2)["error"]["code"] == -32601
+        server.send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/inlineCompletion", "params": {"bad": True}})
+        assert "error" in server.response(3)
+        server.send({"jsonrpc": "2.0", "id": 4, "method": "celeris/status", "params": {}})
+        assert "result" in server.response(4)
+    finally:
+        server.kill()
+
+
+def test_exits_when_the_client_disconnects(tiny_model_dir):
+    server = RawServer()
+    try:
+        server.initialize(tiny_model_dir)
+        server.proc.stdin.close()
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        server.kill()
+
+
+def test_exits_when_the_parent_dies(tiny_model_dir):
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    server = RawServer()
+    try:
+        server.initialize(tiny_model_dir, process_id=parent.pid)
+        parent.kill()
+        parent.wait()
+        start = time.time()
+        assert server.proc.wait(timeout=30) == 0
+        assert time.time() - start < 15
+    finally:
+        server.kill()
+        parent.kill()
+
+
+def test_ready_quickly(tiny_model_dir):
+    """The server answers initialize long before the model is loaded (numbers: see the benchmark)."""
+    start = time.time()
+    server = RawServer()
+    try:
+        server.initialize(tiny_model_dir, process_id=os.getpid())
+        assert time.time() - start < 30  # generous: CI machines are shared
+    finally:
+        server.kill()
