@@ -229,6 +229,30 @@ def bench_engine(
     typer.echo(table(rows))
 
 
+@bench_app.command("lsp")
+def bench_lsp(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    seconds: Annotated[float, typer.Option(help="How long to type.")] = 60.0,
+    keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
+    quant: Annotated[Optional[str], typer.Option(help="none or int8.")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+) -> None:
+    """Type real files into the real language server over stdio; client-observed latency and memory."""
+    import json
+
+    from .bench_lsp import run
+
+    options = {k: v for k, v in dict(quant=quant, backend=backend).items() if v is not None}
+    try:
+        result = run(model, seconds, keys_per_second, options)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(json.dumps(result, indent=2))
+
+
 @bench_app.command("engine-one", hidden=True)
 def bench_engine_one(
     backend: Annotated[str, typer.Option()] = "torch",

@@ -1,0 +1,151 @@
+"""Language-server latency as an editor sees it: real source files typed character by character.
+
+Starts the real server over stdio, opens a real file cut short at a random
+line, and types the rest of it at a fixed rate (didChange, then an automatic
+inlineCompletion request per keystroke). Reports client-observed latency
+percentiles, the share of keystrokes answered before the next one, the
+typing-cache hit rate, server readiness time and the server's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from .selftest import SOURCES, percentile
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def typing_sessions(count: int, seed: int = 0) -> list[tuple[str, str, str]]:
+    """(name, text before the typing, text to type) from this package's own source files."""
+    rng = random.Random(seed)
+    files = sorted(SOURCES.glob("*.py"))
+    sessions = []
+    while len(sessions) < count:
+        path = rng.choice(files)
+        lines = path.read_text(encoding="utf-8").split("\n")
+        start = rng.randrange(5, max(6, len(lines) - 40))
+        sessions.append((path.name, "\n".join(lines[:start]) + "\n", "\n".join(lines[start : start + 30])))
+    return sessions
+
+
+async def _run(model: str | None, seconds: float, keys_per_second: float, init_options: dict) -> dict:
+    client = LanguageClient("celeris-bench", "0")
+    client.feature("celeris/timings")(lambda params: None)
+    spawn = time.perf_counter()
+    await client.start_io(sys.executable, "-m", "celeris_complete.cli", "lsp")
+    options = dict(init_options)
+    if model:
+        options["model"] = model
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(), process_id=os.getpid(), initialization_options=options
+        )
+    )
+    client.initialized(types.InitializedParams())
+    while True:
+        status = await client.protocol.send_request_async("celeris/status", {})
+        if status.ready:
+            break
+        await asyncio.sleep(0.05)
+    ready_s = time.perf_counter() - spawn
+    if status.error:
+        raise RuntimeError(f"the server could not load the model: {status.error}")
+    pid = client._server.pid
+    rss_start = rss_warm = rss_mb(pid)
+    interval = 1.0 / keys_per_second
+    latencies, answered_in_time, shown = [], 0, 0
+    sessions = iter(typing_sessions(1000))
+    deadline = time.perf_counter() + seconds
+    keystrokes = 0
+    doc = 0
+    while time.perf_counter() < deadline:
+        name, before, to_type = next(sessions)
+        doc += 1
+        uri = f"file:///bench/{doc}/{name}"
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id="python", version=1, text=before)
+            )
+        )
+        line, col, version = before.count("\n"), 0, 1
+        for ch in to_type:
+            if time.perf_counter() >= deadline:
+                break
+            tick = time.perf_counter()
+            version += 1
+            pos = types.Position(line=line, character=col)
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[
+                        types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=ch)
+                    ],
+                )
+            )
+            line, col = (line + 1, 0) if ch == "\n" else (line, col + len(ch.encode("utf-16-le")) // 2)
+            sent = time.perf_counter()
+            result = await client.text_document_inline_completion_async(
+                types.InlineCompletionParams(
+                    context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    position=types.Position(line=line, character=col),
+                )
+            )
+            took = time.perf_counter() - sent
+            latencies.append(took * 1e3)
+            answered_in_time += took <= interval
+            shown += bool(result and result.items)
+            keystrokes += 1
+            if keystrokes == 100:  # caches and allocator pools have warmed up
+                rss_warm = rss_mb(pid)
+            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - tick)))
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+    status = await client.protocol.send_request_async("celeris/status", {})
+    rss_end = rss_mb(pid)
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    typing = status.typing_cache
+    lookups = typing.hits + typing.misses
+    return {
+        "keystrokes": keystrokes,
+        "keys_per_second": keys_per_second,
+        "latency_ms": {q: round(percentile(latencies, p), 2) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
+        "answered_before_next_key": round(answered_in_time / max(1, keystrokes), 4),
+        "completions_shown": round(shown / max(1, keystrokes), 4),
+        "typing_cache_hit_rate": round(typing.hits / lookups, 4) if lookups else None,
+        "model_calls": status.model_calls,
+        "context_cache": {
+            "hits": status.context_cache.hits,
+            "partial": status.context_cache.partial,
+            "misses": status.context_cache.misses,
+        },
+        "server_ready_s": round(ready_s, 2),
+        "rss_mb": {
+            "after_load": rss_start and round(rss_start, 1),
+            "after_100_keys": rss_warm and round(rss_warm, 1),
+            "end": rss_end and round(rss_end, 1),
+        },
+        "rss_growth_after_warmup": round(rss_end / rss_warm - 1, 4) if rss_warm and rss_end else None,
+    }
+
+
+def run(model: str | None, seconds: float = 60, keys_per_second: float = 20, init_options: dict | None = None) -> dict:
+    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}))

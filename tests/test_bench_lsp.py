@@ -1,0 +1,13 @@
+from celeris_complete.bench_lsp import run, typing_sessions
+
+
+def test_typing_sessions_come_from_real_files():
+    for name, before, to_type in typing_sessions(5):
+        assert name.endswith(".py") and before.endswith("\n") and to_type
+
+
+def test_short_lsp_benchmark_runs(tiny_model_dir):
+    result = run(str(tiny_model_dir), seconds=3, keys_per_second=20)
+    assert result["keystrokes"] > 5
+    assert result["latency_ms"]["p50"] > 0 and 0 <= result["answered_before_next_key"] <= 1
+    assert result["server_ready_s"] > 0 and result["rss_mb"]["end"] > 0
