@@ -40,6 +40,8 @@ def typing_sessions(count: int, seed: int = 0) -> list[tuple[str, str, str]]:
     while len(sessions) < count:
         path = rng.choice(files)
         lines = path.read_text(encoding="utf-8").split("\n")
+        if len(lines) < 60:
+            continue
         start = rng.randrange(5, max(6, len(lines) - 40))
         sessions.append((path.name, "\n".join(lines[:start]) + "\n", "\n".join(lines[start : start + 30])))
     return sessions
