@@ -1,0 +1,138 @@
+"""The Neovim plugin in a real, headless Neovim 0.12, against the real server and the shipped model."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pynvim
+import pytest
+
+from tests.conftest import REPO
+
+NVIM = Path(sys.executable).parent / "nvim"
+PLUGIN = REPO / "editor_plugins" / "neovim"
+NS = "nvim.lsp.inline_completion"
+
+
+def wait_for(check, timeout=60.0, interval=0.05):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("condition not met in time")
+
+
+@pytest.fixture
+def nvim(shipped_model_dir, tmp_path):
+    if not NVIM.exists():
+        pytest.fail(f"Neovim is missing from the environment ({NVIM}); `make test` installs it")
+    vim = pynvim.attach("child", argv=[str(NVIM), "--embed", "--headless", "--clean", "-n"])
+    vim.exec_lua(
+        """
+        local plugin, python, model = ...
+        vim.opt.runtimepath:prepend(plugin)
+        vim.cmd("runtime plugin/celeris.lua")
+        vim.o.expandtab = false
+        require("celeris").setup({
+          cmd = { python, "-m", "celeris_complete.cli", "lsp" },
+          filetypes = { "python" },
+          -- A high end-of-span penalty keeps the suggestions non-empty: these tests check mechanics.
+          settings = { model = model, mode = "line", eos_penalty = 8.0, max_chars_after_cursor = 10 },
+        })
+        """,
+        str(PLUGIN), sys.executable, str(shipped_model_dir),
+    )
+    path = tmp_path / "example.py"
+    path.write_text("def add(first, second):\n    total = first + second\n    return \n")
+    vim.command(f"edit {path}")
+    wait_for(lambda: vim.exec_lua('return #vim.lsp.get_clients({name = "celeris"})') > 0)
+    wait_for(
+        lambda: vim.exec_lua(
+            'local c = vim.lsp.get_clients({name = "celeris"})[1]\n'
+            'local r = c:request_sync("celeris/status", {}, 5000, 0)\n'
+            "return r and r.result and r.result.ready and r.result.model_loaded"
+        ),
+        timeout=120,
+    )
+    yield vim
+    vim.close()
+
+
+def ghost(vim) -> str:
+    """The ghost text Neovim shows (first line only), or ''."""
+    return vim.exec_lua(
+        """
+        local ns = vim.api.nvim_create_namespace(...)
+        local marks = vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })
+        if #marks == 0 then return "" end
+        local parts = {}
+        for _, chunk in ipairs(marks[1][4].virt_text or {}) do table.insert(parts, chunk[1]) end
+        return table.concat(parts)
+        """,
+        NS,
+    )
+
+
+def line(vim, n=3) -> str:
+    return vim.call("getline", n)
+
+
+def type_at_end_of_return(vim, text="t"):
+    vim.call("cursor", 3, 1)
+    vim.input("A" + text)
+    return wait_for(lambda: ghost(vim))
+
+
+def test_ghost_text_appears_and_accept_inserts_it(nvim):
+    shown = type_at_end_of_return(nvim)
+    assert shown.strip()
+    nvim.input("<Tab>")
+    wait_for(lambda: line(nvim) != "    return t")
+    assert line(nvim) == "    return t" + shown
+    assert "Error" not in nvim.api.exec2("messages", {"output": True})["output"]
+
+
+def test_accept_word_and_dismiss(nvim):
+    shown = type_at_end_of_return(nvim)
+    nvim.input("<M-w>")
+    wait_for(lambda: line(nvim) != "    return t")
+    inserted = line(nvim)[len("    return t") :]
+    assert inserted and shown.startswith(inserted)
+    assert inserted.strip() and (inserted.strip().replace("_", "a").isalnum() or not inserted.strip().isalnum())
+    wait_for(lambda: ghost(nvim))
+    nvim.input("<C-]>")
+    wait_for(lambda: not ghost(nvim), timeout=5)
+
+
+def test_accept_line_inserts_the_first_line(nvim):
+    shown = type_at_end_of_return(nvim)
+    nvim.input("<C-l>")
+    wait_for(lambda: line(nvim) != "    return t")
+    assert line(nvim) == "    return t" + shown.split("\n")[0]
+
+
+def test_typing_through_keeps_the_suggestion_consistent(nvim):
+    shown = type_at_end_of_return(nvim)
+    if len(shown) < 2:
+        pytest.skip("the suggestion is one character long")
+    nvim.input(shown[0] if shown[0] != "<" else "<lt>")
+    wait_for(lambda: ghost(nvim) == shown[1:], timeout=30)
+
+
+def test_tab_falls_back_when_nothing_is_shown(nvim):
+    nvim.exec_lua('require("celeris").toggle()')  # off: nothing will be suggested
+    nvim.call("cursor", 1, 1)
+    nvim.input("O<Tab>")
+    # A tab, or the spaces Python's filetype settings turn it into: the key did what it did before.
+    wait_for(lambda: nvim.call("getline", 1) in ("\t", "    "), timeout=10)
+
+
+def test_health_and_statusline(nvim):
+    type_at_end_of_return(nvim)
+    assert nvim.exec_lua('return require("celeris").statusline()').startswith("celeris ")
+    health = nvim.exec_lua('vim.cmd("checkhealth celeris"); return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\\n")')
+    assert "server command found" in health or "model loads" in health
