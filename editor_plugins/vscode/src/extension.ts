@@ -1,0 +1,92 @@
+// celeris-complete for VS Code: starts the language server over stdio; VS Code shows its inline
+// completions as ghost text (with its own partial accept); a status bar item shows the last latency.
+import * as vscode from "vscode";
+import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from "vscode-languageclient/node";
+import { serverSettings, statusText } from "./settings";
+
+let client: LanguageClient | undefined;
+let status: vscode.StatusBarItem;
+let lastMs: number | undefined;
+let lastSource: string | undefined;
+
+function config() {
+  const c = vscode.workspace.getConfiguration("celeris");
+  return {
+    command: c.get<string[]>("serverCommand", ["celeris-complete", "lsp"]),
+    enabled: c.get<boolean>("enabled", true),
+    languages: c.get<string[]>("languages", ["python"]),
+    settings: serverSettings({
+      model: c.get<string>("model"),
+      backend: c.get<string>("backend"),
+      quant: c.get<string>("quant"),
+      steps: c.get<number | null>("steps"),
+      budgetMs: c.get<number>("budgetMs"),
+    }),
+  };
+}
+
+function refreshStatus() {
+  status.text = statusText(config().enabled, lastMs, lastSource);
+  status.tooltip = "celeris-complete: click to turn completions on or off";
+}
+
+async function start(context: vscode.ExtensionContext) {
+  const c = config();
+  const [command, ...args] = c.command;
+  const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: c.languages.map((language) => ({ language })),
+    initializationOptions: c.settings,
+    middleware: {
+      provideInlineCompletionItems: (document, position, ctx, token, next) =>
+        config().enabled ? next(document, position, ctx, token) : undefined,
+    },
+  };
+  client = new LanguageClient("celeris", "celeris-complete", serverOptions, clientOptions);
+  context.subscriptions.push(
+    client.onNotification("celeris/timings", (params: { total_ms?: number; source?: string }) => {
+      lastMs = params.total_ms;
+      lastSource = params.source;
+      refreshStatus();
+    }),
+  );
+  await client.start();
+}
+
+export async function activate(context: vscode.ExtensionContext) {
+  status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = "celeris.toggle";
+  refreshStatus();
+  status.show();
+  context.subscriptions.push(
+    status,
+    vscode.commands.registerCommand("celeris.toggle", async () => {
+      const c = vscode.workspace.getConfiguration("celeris");
+      await c.update("enabled", !c.get<boolean>("enabled", true), vscode.ConfigurationTarget.Global);
+      refreshStatus();
+    }),
+    vscode.commands.registerCommand("celeris.status", async () => {
+      const result = await client?.sendRequest("celeris/status", {});
+      vscode.window.showInformationMessage(`celeris-complete: ${JSON.stringify(result)}`);
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      if (!event.affectsConfiguration("celeris")) return;
+      refreshStatus();
+      if (event.affectsConfiguration("celeris.serverCommand") || event.affectsConfiguration("celeris.languages")) {
+        await client?.stop();
+        await start(context);
+      } else {
+        await client?.sendNotification("workspace/didChangeConfiguration", { settings: { celeris: config().settings } });
+      }
+    }),
+  );
+  try {
+    await start(context);
+  } catch (err) {
+    vscode.window.showErrorMessage(`celeris-complete: the language server did not start: ${err}`);
+  }
+}
+
+export async function deactivate() {
+  await client?.stop();
+}

@@ -1,0 +1,27 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const { serverSettings, statusText } = require("../dist/settings.js");
+
+test("only set values are sent, under the server's names", () => {
+  assert.deepEqual(serverSettings({}), {});
+  assert.deepEqual(serverSettings({ backend: "auto", quant: "none", steps: null }), {});
+  assert.deepEqual(
+    serverSettings({ model: "/m", backend: "onnx", quant: "int8", steps: 6, budgetMs: 80 }),
+    { model: "/m", backend: "onnx", quant: "int8", steps: 6, budget_ms: 80 },
+  );
+});
+
+test("bad numbers are left out rather than sent", () => {
+  assert.deepEqual(serverSettings({ steps: 0, budgetMs: -1 }), {});
+  assert.deepEqual(serverSettings({ steps: 2.5 }), {});
+});
+
+test("status bar text", () => {
+  assert.equal(statusText(false, 12), "$(circle-slash) celeris");
+  assert.equal(statusText(true, undefined), "$(zap) celeris");
+  assert.equal(statusText(true, 4.25), "$(zap) celeris 4.3 ms");
+  assert.equal(statusText(true, 37.6, "typing-cache"), "$(zap) celeris 38 ms (cached)");
+});
