@@ -5,7 +5,18 @@ PIP := $(PY) -m pip
 # The CPU build of torch on machines without an NVIDIA GPU (CI included).
 TORCH ?= $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo torch; else echo torch==2.13.0; fi)
 
-.PHONY: demo test test-vscode setup setup-test clean-venv
+.PHONY: demo test test-vscode e2e-setup setup setup-test clean-venv
+
+# What the editor tests drive besides Neovim (which comes from PyPI): Debian's chromium and, for
+# code-server's native module, the Kerberos headers; then code-server and playwright-core from npm.
+DEBS := chromium libkrb5-dev
+e2e-setup: $(VENV)/.ready-test
+	@missing=$$(for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "the editor tests need Debian packages: sudo apt-get install $$missing"; exit 1; fi; \
+	fi
+	cd editor_plugins/vscode/e2e && ../../../scripts/npm ci --no-audit --no-fund
 
 $(VENV)/.ready: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -24,7 +35,7 @@ setup-test: $(VENV)/.ready-test
 demo: $(VENV)/.ready
 	$(VENV)/bin/celeris-complete infill examples/demo.py
 
-test: $(VENV)/.ready-test test-vscode
+test: $(VENV)/.ready-test test-vscode e2e-setup
 	$(VENV)/bin/ruff check celeris_complete lsp tests
 	$(PY) -m pytest -q
 

@@ -102,7 +102,7 @@ class CelerisServer(LanguageServer):
 
         self.model_thread.submit(load)
 
-    def apply_settings(self, overrides: Any, source: str) -> None:
+    def apply_settings(self, overrides: Any, source: str, reload: bool = True) -> None:
         if not overrides:
             return
         if not isinstance(overrides, dict):
@@ -114,7 +114,7 @@ class CelerisServer(LanguageServer):
         except CelerisError as exc:
             self.warn(str(exc))
             return
-        reload = any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
+        reload = reload and any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
         self.settings = new
         if reload:
             self.load_engine()
@@ -182,7 +182,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: CelerisServer, params: types.InitializeParams) -> None:
-        ls.apply_settings(params.initialization_options, "initializationOptions")
+        ls.apply_settings(params.initialization_options, "initializationOptions", reload=False)
         ls.load_engine()
         if params.process_id:
             watch_parent(ls, params.process_id)

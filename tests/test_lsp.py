@@ -250,9 +250,18 @@ class RawServer:
                 return msg
 
     def initialize(self, model_dir, process_id=None) -> dict:
-        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                   "params": {"capabilities": {}, "processId": process_id,
-                              "initializationOptions": {"model": str(model_dir)}}})
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "capabilities": {},
+                    "processId": process_id,
+                    "initializationOptions": {"model": str(model_dir)},
+                },
+            }
+        )
         return self.response(1)
 
     def kill(self) -> None:

@@ -44,7 +44,9 @@ def nvim(shipped_model_dir, tmp_path):
           settings = { model = model, mode = "line", eos_penalty = 8.0, max_chars_after_cursor = 10 },
         })
         """,
-        str(PLUGIN), sys.executable, str(shipped_model_dir),
+        str(PLUGIN),
+        sys.executable,
+        str(shipped_model_dir),
     )
     path = tmp_path / "example.py"
     path.write_text("def add(first, second):\n    total = first + second\n    return \n")
@@ -134,5 +136,7 @@ def test_tab_falls_back_when_nothing_is_shown(nvim):
 def test_health_and_statusline(nvim):
     type_at_end_of_return(nvim)
     assert nvim.exec_lua('return require("celeris").statusline()').startswith("celeris ")
-    health = nvim.exec_lua('vim.cmd("checkhealth celeris"); return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\\n")')
+    health = nvim.exec_lua(
+        'vim.cmd("checkhealth celeris"); return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\\n")'
+    )
     assert "server command found" in health or "model loads" in health

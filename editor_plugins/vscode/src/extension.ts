@@ -21,6 +21,7 @@ function config() {
       quant: c.get<string>("quant"),
       steps: c.get<number | null>("steps"),
       budgetMs: c.get<number>("budgetMs"),
+      serverSettings: c.get<Record<string, unknown>>("serverSettings"),
     }),
   };
 }
@@ -43,6 +44,7 @@ async function start(context: vscode.ExtensionContext) {
     },
   };
   client = new LanguageClient("celeris", "celeris-complete", serverOptions, clientOptions);
+  client.registerProposedFeatures(); // textDocument/inlineCompletion is a proposed (3.18) feature here
   context.subscriptions.push(
     client.onNotification("celeris/timings", (params: { total_ms?: number; source?: string }) => {
       lastMs = params.total_ms;

@@ -6,11 +6,12 @@ export interface ExtensionSettings {
   quant?: string;
   steps?: number | null;
   budgetMs?: number;
+  serverSettings?: Record<string, unknown>;
 }
 
 /** The server's initializationOptions / didChangeConfiguration payload; unset values are left out. */
-export function serverSettings(s: ExtensionSettings): Record<string, string | number> {
-  const out: Record<string, string | number> = {};
+export function serverSettings(s: ExtensionSettings): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...(s.serverSettings ?? {}) };
   if (s.model) out.model = s.model;
   if (s.backend && s.backend !== "auto") out.backend = s.backend;
   if (s.quant && s.quant !== "none") out.quant = s.quant;

@@ -14,6 +14,10 @@ test("only set values are sent, under the server's names", () => {
   );
 });
 
+test("other server settings pass through, named settings win", () => {
+  assert.deepEqual(serverSettings({ serverSettings: { eos_penalty: 2, steps: 9 }, steps: 3 }), { eos_penalty: 2, steps: 3 });
+});
+
 test("bad numbers are left out rather than sent", () => {
   assert.deepEqual(serverSettings({ steps: 0, budgetMs: -1 }), {});
   assert.deepEqual(serverSettings({ steps: 2.5 }), {});

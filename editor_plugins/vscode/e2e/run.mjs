@@ -1,0 +1,118 @@
+// Installs the .vsix into a fresh code-server, opens a Python file, types, waits for the ghost text,
+// accepts it with Tab and checks the line. Usage: node run.mjs VSIX PYTHON MODEL_DIR OUT_DIR
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { chromium } from "playwright-core";
+
+const [vsix, python, model, outDir] = process.argv.slice(2);
+const here = new URL(".", import.meta.url).pathname;
+const codeServer = join(here, "node_modules", ".bin", "code-server");
+// code-server needs this very Node (24): put it first on PATH for everything spawned here.
+const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH}` };
+const root = mkdtempSync(join(tmpdir(), "celeris-vscode-"));
+const dataDir = join(root, "data");
+const extDir = join(root, "extensions");
+const work = join(root, "work");
+mkdirSync(join(dataDir, "User"), { recursive: true });
+mkdirSync(work, { recursive: true });
+mkdirSync(outDir, { recursive: true });
+writeFileSync(join(work, "example.py"), "def add(first, second):\n    total = first + second\n    return \n");
+writeFileSync(join(dataDir, "User", "settings.json"), JSON.stringify({
+  "security.workspace.trust.enabled": false,
+  "workbench.startupEditor": "none",
+  "editor.inlineSuggest.enabled": true,
+  "extensions.autoUpdate": false,
+  "telemetry.telemetryLevel": "off",
+  "chat.disableAIFeatures": true,
+  "workbench.secondarySideBar.defaultVisibility": "hidden",
+  "celeris.serverCommand": ["/bin/sh", "-c", `env > ${join(outDir, "env.txt")}; exec ${python} -m celeris_complete.cli lsp --log-file ${join(outDir, "server.log")} 2>${join(outDir, "stderr.txt")}`],
+  "celeris.model": model,
+  // A high end-of-span penalty keeps suggestions non-empty: this test checks mechanics.
+  "celeris.serverSettings": { "eos_penalty": 8.0, "mode": "line", "max_chars_after_cursor": 10 },
+}));
+
+const install = spawnSync(codeServer, ["--user-data-dir", dataDir, "--extensions-dir", extDir, "--install-extension", vsix],
+  { encoding: "utf8", env });
+if (install.status !== 0) throw new Error(`installing the .vsix failed: ${install.stderr}`);
+
+const port = 20000 + Math.floor(Math.random() * 20000);
+const server = spawn(codeServer, ["--auth", "none", "--bind-addr", `127.0.0.1:${port}`, "--user-data-dir", dataDir,
+  "--extensions-dir", extDir, "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", work],
+  { stdio: ["ignore", "pipe", "pipe"], env });
+let serverLog = "";
+server.stdout.on("data", (d) => (serverLog += d));
+server.stderr.on("data", (d) => (serverLog += d));
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    try { const v = await fn(); if (v) return v; } catch { /* not yet */ }
+    await sleep(250);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+let browser;
+let page;
+try {
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60000, "code-server");
+  browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(work)}`);
+  await page.waitForSelector(".monaco-workbench", { timeout: 120000 });
+  const entry = page.locator(".explorer-folders-view .monaco-list-row", { hasText: "example.py" }).first();
+  await entry.waitFor({ timeout: 60000 });
+  await entry.click();
+  await page.waitForSelector(".monaco-editor .view-line", { timeout: 60000 });
+  // The status bar item is there once the extension is active; the model then loads in the server.
+  await waitFor(() => page.locator(".statusbar-item", { hasText: "celeris" }).count(), 120000, "the status bar item");
+  await sleep(2000);
+  await page.locator(".monaco-editor .view-line", { hasText: "return" }).first().click();
+  await page.keyboard.press("End");
+  let ghost = "";
+  for (let attempt = 0; attempt < 40 && !ghost; attempt++) {
+    await page.keyboard.type("t");
+    ghost = await waitFor(async () => {
+      const text = await page.locator(".ghost-text-decoration, .ghost-text").allInnerTexts();
+      return text.join("").trim();
+    }, 5000, "ghost text").catch(() => "");
+    if (!ghost) await page.keyboard.press("Backspace");
+  }
+  if (!ghost) throw new Error("no ghost text appeared");
+  await page.screenshot({ path: join(outDir, "ghost-text.png") });
+  const column = async () => {
+    const text = await page.locator(".statusbar-item", { hasText: "Ln " }).first().innerText();
+    return Number(/Col (\d+)/.exec(text)[1]);
+  };
+  const colBefore = await column();
+  await page.keyboard.press("Tab");
+  await sleep(1000);
+  await page.keyboard.press("Escape"); // hide any new suggestion, so the DOM holds only real text
+  await sleep(500);
+  const lines = (await page.locator(".monaco-editor .view-line").allInnerTexts()).map((s) => s.replace(/\u00a0/g, " "));
+  await page.screenshot({ path: join(outDir, "accepted.png") });
+  const line = lines.find((l) => l.startsWith("    return t")) || "";
+  const colAfter = await column();
+  const status = await page.locator(".statusbar-item", { hasText: "celeris" }).first().innerText();
+  const accepted = line === "    return t" + ghost && colAfter === colBefore + ghost.length;
+  const result = { ghost, line, colBefore, colAfter, status, accepted };
+  writeFileSync(join(outDir, "result.json"), JSON.stringify(result, null, 2));
+  console.log(JSON.stringify(result));
+  if (!result.accepted) throw new Error(`Tab did not insert the suggestion: ${JSON.stringify(result)}`);
+} catch (err) {
+  if (page) await page.screenshot({ path: join(outDir, "failure.png") }).catch(() => {});
+  writeFileSync(join(outDir, "code-server.log"), serverLog);
+  console.error(String(err));
+  process.exitCode = 1;
+} finally {
+  if (browser) await browser.close();
+  server.kill();
+}
