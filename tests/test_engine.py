@@ -83,3 +83,14 @@ def test_one_step_and_many_steps_both_fill_the_canvas(engine):
 def test_threshold_zero_commits_everything_at_once(engine):
     done = engine.complete(*PROMPTS[1], steps=8, threshold=0.0)
     assert done.steps == 1
+
+
+def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    settings = load_settings(
+        {"model": str(shipped_model_dir), "backend": "onnx"}, environ={}, user_file=shipped_model_dir / "none"
+    )
+    onnx = Engine(settings)
+    assert onnx.backend == "onnx"
+    for prefix, suffix in PROMPTS:
+        assert onnx.complete(prefix, suffix).raw == engine.complete(prefix, suffix).raw
