@@ -18,8 +18,36 @@ def choose_mode(prefix: str, mode: str) -> str:
 def strip_suffix_overlap(text: str, suffix: str) -> str:
     """Never return text that already follows the cursor on its line (e.g. a closing bracket)."""
     rest_of_line = suffix.split("\n", 1)[0].rstrip()
+    if rest_of_line and rest_of_line.lstrip()[0] in CLOSERS:
+        return text  # brackets are a matter of balance (balance_brackets), not of overlap
     if rest_of_line and text.rstrip().endswith(rest_of_line):
         return text.rstrip()[: -len(rest_of_line)]
+    return text
+
+
+CLOSERS = {")": "(", "]": "[", "}": "{"}
+
+
+def balance_brackets(text: str, suffix: str) -> str:
+    """Cut the completion where it closes a bracket opened before the cursor that the text after
+    the cursor already closes (so that accepting it never leaves one bracket too many)."""
+    rest_of_line = suffix.split("\n", 1)[0].lstrip()
+    if not rest_of_line or rest_of_line[0] not in CLOSERS:
+        return text
+    depth = 0
+    quote = None
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in CLOSERS:
+            if depth == 0:
+                return text[:i].rstrip() if ch == rest_of_line[0] else text
+            depth -= 1
     return text
 
 
@@ -49,4 +77,6 @@ def cut_block(text: str, prefix: str, suffix: str) -> str:
 def postprocess(raw: str, prefix: str, suffix: str, mode: str) -> str:
     raw = raw.rstrip("\ufffd")  # a span may stop inside a multi-byte character
     text = cut_line(raw) if mode == "line" else cut_block(raw, prefix, suffix)
-    return strip_suffix_overlap(text, suffix) if "\n" not in text else text
+    if "\n" in text:
+        return text
+    return balance_brackets(strip_suffix_overlap(text, suffix), suffix)

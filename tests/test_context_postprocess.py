@@ -75,3 +75,11 @@ def test_token_healing_cuts_a_partial_word(small_tok):
     p = ctx.tokens.index(t.pre_id)
     assert t.decode(ctx.tokens[p + 2 :]) + ctx.heal == "def f(items):\n    return len(ite"
     assert build_context(t, "x = (", "", 100, 10).heal == ""
+
+
+def test_brackets_the_suffix_closes_are_not_closed_twice():
+    assert postprocess("a, b), c", "f(", ")\n", "line") == "a, b"
+    assert postprocess("x[0])", "print(", ")\n", "line") == "x[0]"
+    assert postprocess("g(x)", "f(", ")\n", "line") == "g(x)"
+    assert postprocess("')' + x", "f(", ")\n", "line") == "')' + x"
+    assert postprocess("a)", "f(", "\n", "line") == "a)"  # nothing after the cursor closes it
