@@ -253,6 +253,38 @@ def bench_lsp(
     typer.echo(json.dumps(result, indent=2))
 
 
+@bench_app.command("dial")
+def bench_dial(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    steps: Annotated[str, typer.Option(help="Comma-separated step counts.")] = "1,2,4,8,16",
+    samples: Annotated[int, typer.Option(help="Held-out spans per setting.")] = 150,
+    requests: Annotated[int, typer.Option(help="Places in files per setting (latency).")] = 12,
+    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG plot here (needs matplotlib).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+) -> None:
+    """The latency/quality dial: exact match on held-out spans and keystroke latency per step count."""
+    import json
+
+    from .bench_dial import plot as draw
+    from .bench_dial import sweep, table
+    from .config import load_settings
+    from .engine import Engine
+
+    try:
+        engine = Engine(load_settings(dict(model=model)))
+        rows = sweep(engine, [int(s) for s in steps.split(",") if s.strip()], samples, requests)
+    except (CelerisError, ValueError) as exc:
+        fail(str(exc))
+    if output:
+        output.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    if plot:
+        try:
+            draw(rows, plot)
+        except ImportError:
+            fail("the plot needs matplotlib: pip install -e '.[bench]'")
+    typer.echo(table(rows))
+
+
 @bench_app.command("engine-one", hidden=True)
 def bench_engine_one(
     backend: Annotated[str, typer.Option()] = "torch",
