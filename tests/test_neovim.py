@@ -98,16 +98,20 @@ def test_ghost_text_appears_and_accept_inserts_it(nvim):
     assert "Error" not in nvim.api.exec2("messages", {"output": True})["output"]
 
 
-def test_accept_word_and_dismiss(nvim):
+def test_accept_word(nvim):
     shown = type_at_end_of_return(nvim)
     nvim.input("<M-w>")
     wait_for(lambda: line(nvim) != "    return t")
     inserted = line(nvim)[len("    return t") :]
     assert inserted and shown.startswith(inserted)
     assert inserted.strip() and (inserted.strip().replace("_", "a").isalnum() or not inserted.strip().isalnum())
-    wait_for(lambda: ghost(nvim))
+
+
+def test_dismiss_clears_the_ghost_text(nvim):
+    type_at_end_of_return(nvim)
     nvim.input("<C-]>")
     wait_for(lambda: not ghost(nvim), timeout=5)
+    assert line(nvim) == "    return t"
 
 
 def test_accept_line_inserts_the_first_line(nvim):
