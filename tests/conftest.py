@@ -9,6 +9,19 @@ from celeris_complete.tokenizer import CodeTokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
+# A tiny model trained by the real pipeline in seconds: for tests of mechanics, not of quality.
+TINY = dict(
+    batch_size=2,
+    context_len=64,
+    d_model=32,
+    n_layers=2,
+    n_heads=2,
+    vocab_size=600,
+    eval_every=1000,
+    max_suffix=16,
+    warmup_steps=2,
+    validation_every=3,
+)
 SMALL_CORPUS_FILES = ["textwrap.py", "shlex.py", "fnmatch.py", "glob.py", "bisect.py", "heapq.py"]
 
 
@@ -33,22 +46,7 @@ def tiny_model_dir(small_corpus, tmp_path_factory) -> Path:
     from celeris_complete.train import TrainArgs, train
 
     out = tmp_path_factory.mktemp("model")
-    args = TrainArgs(
-        output=out,
-        roots=[small_corpus],
-        steps=4,
-        batch_size=2,
-        context_len=64,
-        d_model=32,
-        n_layers=2,
-        n_heads=2,
-        vocab_size=600,
-        eval_every=1000,
-        max_suffix=16,
-        warmup_steps=2,
-        validation_every=3,
-    )
-    train(args)
+    train(TrainArgs(output=out, roots=[small_corpus], steps=4, **TINY))
     return out
 
 

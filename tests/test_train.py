@@ -6,19 +6,7 @@ from safetensors.torch import load_file
 from celeris_complete.errors import CelerisError
 from celeris_complete.model_dir import load_model_dir
 from celeris_complete.train import TrainArgs, train
-
-TINY = dict(
-    batch_size=2,
-    context_len=64,
-    d_model=32,
-    n_layers=2,
-    n_heads=2,
-    vocab_size=600,
-    eval_every=1000,
-    max_suffix=16,
-    warmup_steps=2,
-    validation_every=3,
-)
+from tests.conftest import TINY
 
 
 def test_pipeline_writes_a_loadable_model_dir(tiny_model_dir):
