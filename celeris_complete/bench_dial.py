@@ -16,14 +16,16 @@ def sweep(engine: Engine, steps_list: list[int], samples: int, requests: int) ->
         engine.use_settings(base.with_overrides({"steps": steps}, "dial"))
         quality = validation_exact_match(engine, samples)
         speed = run_selftest(engine, base.budget_ms, requests=requests, keystrokes=2)
-        rows.append({
-            "steps": steps,
-            "exact_match": quality["exact_match"],
-            "empty_rate": quality["empty_rate"],
-            "keystroke_p50_ms": speed["keystroke_ms"]["p50"],
-            "keystroke_p95_ms": speed["keystroke_ms"]["p95"],
-            "new_place_p50_ms": speed["cache_miss_ms"]["p50"],
-        })
+        rows.append(
+            {
+                "steps": steps,
+                "exact_match": quality["exact_match"],
+                "empty_rate": quality["empty_rate"],
+                "keystroke_p50_ms": speed["keystroke_ms"]["p50"],
+                "keystroke_p95_ms": speed["keystroke_ms"]["p95"],
+                "new_place_p50_ms": speed["cache_miss_ms"]["p50"],
+            }
+        )
     engine.use_settings(base)
     return rows
 
@@ -31,8 +33,10 @@ def sweep(engine: Engine, steps_list: list[int], samples: int, requests: int) ->
 def table(rows: list[dict]) -> str:
     lines = ["| steps | exact match | empty | keystroke p50 / p95 ms | new place p50 ms |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['steps']} | {r['exact_match']:.3f} | {r['empty_rate']:.3f} | "
-                     f"{r['keystroke_p50_ms']:.1f} / {r['keystroke_p95_ms']:.1f} | {r['new_place_p50_ms']:.1f} |")
+        lines.append(
+            f"| {r['steps']} | {r['exact_match']:.3f} | {r['empty_rate']:.3f} | "
+            f"{r['keystroke_p50_ms']:.1f} / {r['keystroke_p95_ms']:.1f} | {r['new_place_p50_ms']:.1f} |"
+        )
     return "\n".join(lines)
 
 

@@ -68,6 +68,7 @@ def diffuse(
     if settings.temperature > 0 and settings.seed is not None:
         generator = torch.Generator(device=device).manual_seed(settings.seed)
     steps = max(1, settings.steps)
+    banned = torch.tensor(ids.banned, dtype=torch.long, device=device)
     ran = 0
     for step in range(steps):
         if should_cancel is not None and should_cancel():
@@ -75,7 +76,7 @@ def diffuse(
         started = time.perf_counter()
         logits = model.span_step(x, context_kv).float()
         ran += 1
-        logits[..., list(ids.banned)] = float("-inf")
+        logits.index_fill_(-1, banned, float("-inf"))
         if first_allowed is not None:
             logits[:, 0].masked_fill_(~first_allowed, float("-inf"))
         logits[..., ids.eos] -= settings.eos_penalty

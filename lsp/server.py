@@ -149,7 +149,9 @@ class CelerisServer(LanguageServer):
         if position.line == len(lines) and position.character > 0:
             return None
         source = doc.source
-        offset = doc.offset_at_position(position)
+        # One split of the document per request (offset_at_position would split it again).
+        server_pos = doc.position_codec.position_from_client_units(lines, position)
+        offset = sum(len(line) for line in lines[: server_pos.line]) + server_pos.character
         offset = max(0, min(offset, len(source)))
         start, end = max(0, offset - WINDOW_CHARS), min(len(source), offset + WINDOW_CHARS)
         prefix, suffix = source[start:offset], source[offset:end]
