@@ -51,6 +51,10 @@ OPTIONS: dict[str, Option] = {
     "canvas_block": Option(int, 64, "Canvas slots in block mode.", minimum=1, maximum=64),
     "prefix_tokens": Option(int, 256, "Context budget before the cursor.", minimum=1, maximum=4096),
     "suffix_tokens": Option(int, 96, "Context budget after the cursor.", minimum=0, maximum=4096),
+    "snippet_tokens": Option(
+        int, 80, "Context budget for snippets from other open documents and workspace files.", minimum=0, maximum=4096
+    ),
+    "workspace_index": Option(bool, True, "Index workspace files (respecting .gitignore) for snippets."),
     "budget_ms": Option(float, 100.0, "Keystroke latency budget.", minimum=1.0, maximum=60000.0),
     "threads": Option(int, 0, "CPU threads (0: all cores).", minimum=0, maximum=1024),
     "fill_marker": Option(str, "<FILL>", "Marker that `infill` fills in a file."),

@@ -1,7 +1,10 @@
 """From the text around the cursor to the model's context tokens.
 
-Layout, as in training: ``[SUF] suffix [FILE]? [PRE] [FILE]? prefix``.  The
-FILE token marks that a window reaches the start or the end of the file.
+Layout, as in training: ``[SUF] suffix [FILE]? [PRE] (snippet [FILE])* [FILE]? prefix``.
+The FILE token marks that a window reaches the start or the end of the file.
+Snippets from other files (open documents, the workspace) go before the
+prefix, each ended by FILE, as the end of another file precedes a file in the
+training stream.
 Windows are cut by characters before tokenizing, so the cost never grows
 with the size of the file, and the prefix window's start is anchored (it
 moves in steps of ``ANCHOR_CHARS``) so that typing only appends tokens to
@@ -10,6 +13,7 @@ the context, which the context cache then reuses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .tokenizer import CodeTokenizer
@@ -26,6 +30,7 @@ class Context:
     prefix_tokens: int
     suffix_tokens: int
     heal: str = ""  # text cut from the end of the prefix; the completion must start with it
+    snippet_tokens: int = 0
 
 
 def prefix_window(tok: CodeTokenizer, prefix: str, budget: int) -> tuple[list[int], bool]:
@@ -82,9 +87,12 @@ def build_context(
     heal: bool = True,
     file_start: bool = True,
     file_end: bool = True,
+    snippets: Sequence[str] = (),
+    snippet_budget: int = 0,
 ) -> Context:
     """``file_start``/``file_end``: whether ``prefix`` starts the file and ``suffix`` ends it (a
-    caller may pass only a slice of a huge document around the cursor)."""
+    caller may pass only a slice of a huge document around the cursor).  ``snippets``, most
+    relevant first, share ``snippet_budget`` tokens; the most relevant sits nearest the prefix."""
     pre, at_start = prefix_window(tok, prefix, prefix_budget)
     at_start = at_start and file_start
     healed = ""
@@ -101,7 +109,29 @@ def build_context(
     if at_end:
         tokens.append(tok.file_id)
     tokens.append(tok.pre_id)
-    if at_start:
+    snippet_ids = snippet_tokens(tok, snippets, snippet_budget)
+    tokens.extend(snippet_ids)
+    if at_start and not snippet_ids:
         tokens.append(tok.file_id)
     tokens.extend(pre)
-    return Context(tokens, len(pre), len(suf), healed)
+    return Context(tokens, len(pre), len(suf), healed, len(snippet_ids))
+
+
+def snippet_tokens(tok: CodeTokenizer, snippets: Sequence[str], budget: int) -> list[int]:
+    """Snippets, each cut to whole lines within what is left of ``budget`` and ended by FILE;
+    the most relevant (first) is placed last, next to the prefix."""
+    chosen: list[list[int]] = []
+    left = budget
+    for text in snippets:
+        if left < 8:
+            break
+        ids = tok.encode(text[: left * CHARS_PER_TOKEN_BOUND])
+        if len(ids) >= left:
+            ids = ids[: left - 1]
+            while ids and ids[-1] not in tok.newline_ids:
+                ids.pop()
+        if not ids:
+            continue
+        chosen.append([*ids, tok.file_id])
+        left -= len(ids) + 1
+    return [t for ids in reversed(chosen) for t in ids]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,7 @@ class Completion:
     timings_ms: dict = field(default_factory=dict)  # per phase; "steps" holds each refinement step
     raw: str = ""  # the decoded span before post-processing, starting with ``heal``
     heal: str = ""  # text cut from before the cursor that the span rewrites (token healing)
+    snippet_tokens: int = 0  # context tokens taken by snippets from other files
 
 
 class Engine:
@@ -142,6 +144,7 @@ class Engine:
         file_end: bool = True,
         temperature: float | None = None,
         seed: int | None = None,
+        snippets: Sequence[str] = (),
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -149,7 +152,8 @@ class Engine:
         committed when it passes.  ``should_cancel()`` is asked between steps; yes raises
         ``Cancelled``.  Safe to call from several threads (one runs the model at a time).
         ``file_start``/``file_end`` say whether ``prefix``/``suffix`` reach the file's start/end
-        (callers may pass a slice of a huge document around the cursor).
+        (callers may pass a slice of a huge document around the cursor).  ``snippets``: text
+        from other files that may help, most relevant first.
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -158,8 +162,17 @@ class Engine:
         canvas = max(1, min(canvas, self.model.cfg.max_canvas))
         budget_suffix = min(s.suffix_tokens, self.max_context // 4)
         budget_prefix = min(s.prefix_tokens, self.max_context - budget_suffix - 4)
+        budget_snippets = min(s.snippet_tokens, self.max_context - budget_suffix - budget_prefix - 4)
         ctx = build_context(
-            self.tok, prefix, suffix, budget_prefix, budget_suffix, file_start=file_start, file_end=file_end
+            self.tok,
+            prefix,
+            suffix,
+            budget_prefix,
+            budget_suffix,
+            file_start=file_start,
+            file_end=file_end,
+            snippets=snippets,
+            snippet_budget=budget_snippets,
         )
         first_allowed = self.tokens_starting_with(ctx.heal) if ctx.heal else None
         settings = DecodeSettings(
@@ -199,4 +212,6 @@ class Engine:
             "total": (t5 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
-        return Completion(text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal)
+        return Completion(
+            text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens
+        )

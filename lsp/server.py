@@ -11,13 +11,12 @@ stops at its next refinement step.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import PurePosixPath
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,7 +31,9 @@ from celeris_complete import __version__
 from celeris_complete.config import Settings, load_settings
 from celeris_complete.errors import CelerisError
 
+from .document import use_fast_documents
 from .typing_cache import TypingCache
+from .workspace_index import SnippetSource, matches
 
 log = logging.getLogger("celeris.lsp")
 
@@ -69,6 +70,8 @@ class CelerisServer(LanguageServer):
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celeris-model")
         self.generation: dict[str, int] = {}
         self.typing = TypingCache()
+        self.snippets = SnippetSource()
+        self.keys: dict[str, tuple[str, str | None]] = {}  # uri -> (snippet index key, why skipped)
         self.requests = 0
         self.model_calls = 0
 
@@ -116,6 +119,7 @@ class CelerisServer(LanguageServer):
             return
         reload = reload and any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
         self.settings = new
+        self.keys.clear()
         if reload:
             self.load_engine()
         elif self.engine is not None:
@@ -127,16 +131,42 @@ class CelerisServer(LanguageServer):
 
     # ---- what to complete -----------------------------------------------------------------
     def skipped(self, uri: str) -> str | None:
-        """Why a document is never completed, or None."""
+        """Why a document is never completed (nor used for snippets), or None."""
+        return self.key(uri)[1]
+
+    def key(self, uri: str) -> tuple[str, str | None]:
+        """(the document's key in the snippet index, why it is skipped or None), looked up once."""
+        known = self.keys.get(uri)
+        if known is not None:
+            return known
         path = to_fs_path(uri) or uri
-        name = PurePosixPath(path).name
-        for pattern in self.settings.secret_globs:
-            if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(path, pattern):
-                return "looks like a secret"
-        for pattern in self.settings.ignore_globs:
-            if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(name, pattern):
-                return "ignored by ignore_globs"
-        return None
+        why = None
+        if matches(path, self.settings.secret_globs):
+            why = "looks like a secret"
+        elif matches(path, self.settings.ignore_globs):
+            why = "ignored by ignore_globs"
+        key = path
+        if uri.startswith("file:"):
+            try:
+                key = str(Path(path).resolve())
+            except (OSError, RuntimeError):
+                pass
+        self.keys[uri] = (key, why)
+        return key, why
+
+    def watch_workspace(self, folders: list[str]) -> None:
+        if not (self.settings.workspace_index and self.settings.snippet_tokens > 0):
+            return
+        paths = [Path(p) for p in (to_fs_path(f) for f in folders) if p]
+        self.snippets.watch(paths, (*self.settings.secret_globs, *self.settings.ignore_globs))
+
+    def open_documents(self) -> dict[str, tuple[str, object, str]]:
+        """key -> (text, version, why skipped or ''), read on the message loop (cheap: no copies)."""
+        out = {}
+        for uri, doc in list(self.workspace.text_documents.items()):
+            key, why = self.key(uri)
+            out[key] = (doc.source, doc.version, why or "")
+        return out
 
     def around_cursor(self, uri: str, position: types.Position) -> tuple[str, str, bool, bool] | None:
         """(prefix, suffix, prefix reaches the file start, suffix reaches the file end), or None."""
@@ -148,11 +178,8 @@ class CelerisServer(LanguageServer):
             return None
         if position.line == len(lines) and position.character > 0:
             return None
-        source = doc.source
-        # One split of the document per request (offset_at_position would split it again).
-        server_pos = doc.position_codec.position_from_client_units(lines, position)
-        offset = sum(len(line) for line in lines[: server_pos.line]) + server_pos.character
-        offset = max(0, min(offset, len(source)))
+        source = lines.text
+        offset = doc.offset_in(lines, position)
         start, end = max(0, offset - WINDOW_CHARS), min(len(source), offset + WINDOW_CHARS)
         prefix, suffix = source[start:offset], source[offset:end]
         if "\x00" in prefix[-4096:] or "\x00" in suffix[:4096]:
@@ -185,7 +212,12 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: CelerisServer, params: types.InitializeParams) -> None:
         ls.apply_settings(params.initialization_options, "initializationOptions", reload=False)
+        use_fast_documents(ls.workspace)
         ls.load_engine()
+        folders = [f.uri for f in params.workspace_folders or []]
+        if not folders and (params.root_uri or params.root_path):
+            folders = [params.root_uri or Path(params.root_path).as_uri()]
+        ls.watch_workspace(folders)
         if params.process_id:
             watch_parent(ls, params.process_id)
 
@@ -193,10 +225,19 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     def did_change_configuration(ls: CelerisServer, params: types.DidChangeConfigurationParams) -> None:
         ls.apply_settings(params.settings, "workspace/didChangeConfiguration")
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_folders(ls: CelerisServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.watch_workspace([f.uri for f in params.event.added])
+
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CelerisServer, params: types.DidCloseTextDocumentParams) -> None:
-        ls.typing.forget(params.text_document.uri)
-        ls.generation.pop(params.text_document.uri, None)
+        uri = params.text_document.uri
+        ls.typing.forget(uri)
+        ls.generation.pop(uri, None)
+        key, why = ls.key(uri)
+        if why is None:
+            ls.snippets.closed(key)
+        ls.keys.pop(uri, None)
 
     @server.feature(STATUS_REQUEST)
     def status(ls: CelerisServer, params: Any = None) -> dict:
@@ -211,6 +252,12 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             "model_calls": ls.model_calls,
             "typing_cache": {"hits": ls.typing.hits, "misses": ls.typing.misses},
             "context_cache": vars(engine.cache.stats).copy() if engine else None,
+            "snippet_index": {
+                "ready": all(i.ready.is_set() for i in ls.snippets.indexers),
+                "folders": [str(i.root) for i in ls.snippets.indexers],
+                "files": len(ls.snippets.index.sources()),
+                "chunks": len(ls.snippets.index),
+            },
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
         }
 
@@ -249,8 +296,15 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             ls.send_timings(uri, {"total_ms": round((time.perf_counter() - t0) * 1e3, 3), "source": "typing-cache"})
             return [lead + cached], replace
         engine = ls.engine
+        key = ls.key(uri)[0]
+        documents = ls.open_documents() if ls.settings.snippet_tokens > 0 else {}
+        chosen = []
 
         def call(should_cancel):
+            if documents or ls.snippets.indexers:
+                ls.snippets.sync_open(documents, key)
+                chosen.extend(ls.snippets.choose(key, prefix))
+            snippets = [c.text for c in chosen]
             out = []
             for i in range(alternatives):
                 sample = {} if i == 0 else {"temperature": 0.8, "seed": i}
@@ -262,6 +316,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                         file_end=file_end,
                         deadline_ms=ls.settings.budget_ms,
                         should_cancel=should_cancel,
+                        snippets=snippets,
                         **sample,
                     )
                 )
@@ -289,6 +344,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "steps": first.steps,
                 "cache": first.cache,
                 "source": "model",
+                "snippets": [{"source": c.source, "line": c.line} for c in chosen],
+                "snippet_tokens": first.snippet_tokens,
             },
         )
         return [lead + t for t in texts], replace

@@ -13,12 +13,13 @@ SERVER = [sys.executable, "-m", "celeris_complete.cli", "lsp"]
 
 
 class Session:
-    def __init__(self, model_dir, init_options=None, encodings=None, process_id=None, extra_args=()):
+    def __init__(self, model_dir, init_options=None, encodings=None, process_id=None, extra_args=(), folders=()):
         self.model_dir = model_dir
         self.init_options = {"model": str(model_dir), **(init_options or {})}
         self.encodings = encodings
         self.process_id = process_id if process_id is not None else os.getpid()
         self.extra_args = list(extra_args)
+        self.folders = [types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders]
         self.client = LanguageClient("celeris-tests", "0")
         self.timings: list[dict] = []
         self.messages: list[types.ShowMessageParams] = []
@@ -40,7 +41,10 @@ class Session:
         )
         self.init = await self.client.initialize_async(
             types.InitializeParams(
-                capabilities=capabilities, process_id=self.process_id, initialization_options=self.init_options
+                capabilities=capabilities,
+                process_id=self.process_id,
+                initialization_options=self.init_options,
+                workspace_folders=self.folders or None,
             )
         )
         self.client.initialized(types.InitializedParams())

@@ -108,6 +108,7 @@ def test_non_ascii_positions_in_each_encoding(tiny_model_dir):
 
 def test_cursor_offsets_follow_the_negotiated_encoding(tiny_model_dir):
     """The text before the cursor is exactly right for emoji, CJK and combining marks."""
+    from celeris_lsp.document import use_fast_documents
     from celeris_lsp.server import make_server
     from pygls.workspace import Workspace
 
@@ -121,6 +122,7 @@ def test_cursor_offsets_follow_the_negotiated_encoding(tiny_model_dir):
         (types.PositionEncodingKind.Utf32, len),
     ]:
         server.protocol._workspace = Workspace(None, types.TextDocumentSyncKind.Incremental, [], encoding)
+        use_fast_documents(server.workspace)  # as the server's initialize does
         server.workspace.put_text_document(types.TextDocumentItem(uri=URI, language_id="python", version=1, text=line))
         for cut in (5, 6, 7, 9, 10, 13):
             prefix, suffix, at_start, at_end = server.around_cursor(URI, types.Position(0, units(line[:cut])))
@@ -319,3 +321,26 @@ def test_ready_quickly(tiny_model_dir):
         assert time.time() - start < 30  # generous: CI machines are shared
     finally:
         server.kill()
+
+
+def test_a_document_of_tens_of_megabytes_is_edited_and_completed(tiny_model_dir):
+    text = "".join(f"def function_{i}(value):\n    return value * {i}\n\n" for i in range(300_000))
+    assert len(text) > 15_000_000
+    last = text.count("\n")
+
+    async def scenario():
+        s = Session(tiny_model_dir, init_options={"mode": "line", "eos_penalty": 20.0})
+        await s.start()
+        uri = "file:///project/huge.py"
+        s.open(uri, text)
+        s.insert(uri, last, 0, "def tail(value):\n    return ")
+        result = await s.inline(uri, last + 1, 11)
+        assert result.items and result.items[0].range.start == types.Position(last + 1, 11)
+        s.insert(uri, 450_001, 4, "value = 1\n    ")  # an edit in the middle, then a completion after it
+        result = await s.inline(uri, 450_002, 4, invoked=True)
+        assert result.items
+        status = await s.status()
+        assert field(status, "requests") == 2
+        await s.stop()
+
+    run(scenario())

@@ -1,0 +1,248 @@
+"""Snippets for the context from other open documents and from workspace files.
+
+Workspace files are indexed on a background thread and kept fresh by a
+watchdog observer.  Files that ``.gitignore`` excludes (at any level), the
+``.git`` folder, files matching ``ignore_globs`` and anything that looks like
+a secret (``secret_globs``) are never read.  Open documents are indexed from
+the editor's buffer, lazily, when a completion in another document asks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+
+import pathspec
+
+from celeris_complete.snippets import MAX_FILE_CHARS, Snippet, SnippetIndex
+
+log = logging.getLogger("celeris.lsp")
+
+MAX_FILES = 20_000  # files considered per workspace folder
+QUERY_LINES = 24  # lines before the cursor's line that choose the snippets
+SNIPPETS_PER_REQUEST = 2
+NEVER_INDEX = {".gitignore", ".git", "package-lock.json", "yarn.lock", "poetry.lock", "uv.lock", "Cargo.lock"}
+
+
+def matches(path: str, globs: Iterable[str]) -> bool:
+    name = PurePosixPath(path).name
+    return any(fnmatch.fnmatch(name, g) or fnmatch.fnmatch(path, g) for g in globs)
+
+
+class GitIgnore:
+    """The ``.gitignore`` files of one folder tree, each applying below its own folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.specs: dict[Path, pathspec.GitIgnoreSpec] = {}
+
+    def load(self, folder: Path) -> None:
+        try:
+            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            self.specs.pop(folder, None)
+            return
+        self.specs[folder] = pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def ignored(self, path: Path, is_dir: bool = False) -> bool:
+        if ".git" in path.relative_to(self.root).parts:
+            return True
+        for folder in (path.parent, *path.parent.parents):
+            spec = self.specs.get(folder)
+            if spec is not None:
+                rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+                if spec.match_file(rel):
+                    return True
+            if folder == self.root:
+                break
+        return False
+
+
+class WorkspaceIndexer:
+    """Indexes one folder tree into a ``SnippetIndex`` and follows its changes."""
+
+    def __init__(self, root: Path, index: SnippetIndex, skip_globs: tuple[str, ...]) -> None:
+        self.root = root.resolve()
+        self.index = index
+        self.skip_globs = skip_globs
+        self.gitignore = GitIgnore(self.root)
+        self.events: queue.Queue[tuple[str, Path | None]] = queue.Queue()
+        self.ready = threading.Event()
+        self.observer = None
+        self.files = 0
+
+    def start(self) -> None:
+        threading.Thread(target=self._work, name="celeris-index", daemon=True).start()
+        try:
+            from watchdog.observers import Observer
+
+            self.observer = Observer()
+            self.observer.schedule(_Handler(self.events), str(self.root), recursive=True)
+            self.observer.daemon = True
+            self.observer.start()
+        except Exception as exc:  # inotify limits, unsupported file systems: index once, without updates
+            log.warning("not watching %s for changes: %s", self.root, exc)
+            self.observer = None
+
+    def stop(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+        self.events.put(("stop", None))
+
+    def wanted(self, path: Path, is_dir: bool = False) -> bool:
+        try:
+            path.relative_to(self.root)
+        except ValueError:
+            return False
+        if path.name in NEVER_INDEX or matches(path.as_posix(), self.skip_globs):
+            return False
+        return not self.gitignore.ignored(path, is_dir)
+
+    def scan(self) -> None:
+        """Index every wanted file under the root (and forget files no longer wanted)."""
+        self.gitignore.specs.clear()
+        seen: set[str] = set()
+        for folder, dirs, names in os.walk(self.root):
+            if len(seen) >= MAX_FILES:
+                log.warning("indexed the first %d files under %s only", MAX_FILES, self.root)
+                break
+            here = Path(folder)
+            if ".gitignore" in names:
+                self.gitignore.load(here)
+            dirs[:] = sorted(d for d in dirs if self.wanted(here / d, is_dir=True))
+            for name in sorted(names):
+                path = here / name
+                if len(seen) >= MAX_FILES:
+                    break
+                if self.wanted(path) and self._index_file(path):
+                    seen.add(str(path))
+                time.sleep(0.0002)  # let the model thread have the interpreter
+        for source in self.index.sources():
+            if source.startswith(str(self.root) + os.sep) and source not in seen:
+                self.index.remove(source)
+        self.files = len(seen)
+
+    def _index_file(self, path: Path) -> bool:
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_FILE_CHARS:
+                return False
+            data = path.read_bytes()
+        except OSError:
+            return False
+        if b"\x00" in data[:8192]:
+            return False
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return self.index.set_file(str(path), text)
+
+    def _work(self) -> None:
+        try:
+            self.scan()
+        except Exception:
+            log.exception("indexing %s failed", self.root)
+        finally:
+            self.ready.set()
+        log.info("indexed %d files under %s", self.files, self.root)
+        while True:
+            kind, path = self.events.get()
+            if kind == "stop":
+                return
+            try:
+                if path is None:
+                    continue
+                if path.name == ".gitignore":
+                    self.scan()  # what is ignored changed: start over
+                elif kind == "gone" or not self.wanted(path):
+                    self.index.remove(str(path))
+                else:
+                    self._index_file(path)
+            except Exception:
+                log.exception("indexing %s failed", path)
+
+
+class _Handler:
+    """A watchdog event handler that only queues paths (the indexing thread does the work)."""
+
+    def __init__(self, events: queue.Queue) -> None:
+        self.events = events
+
+    def dispatch(self, event) -> None:
+        if event.is_directory:
+            return
+        kind = event.event_type
+        if kind in ("created", "modified", "closed"):
+            self.events.put(("changed", Path(os.fsdecode(event.src_path))))
+        elif kind == "deleted":
+            self.events.put(("gone", Path(os.fsdecode(event.src_path))))
+        elif kind == "moved":
+            self.events.put(("gone", Path(os.fsdecode(event.src_path))))
+            self.events.put(("changed", Path(os.fsdecode(event.dest_path))))
+
+
+class SnippetSource:
+    """What the server asks for snippets: the workspace folders' files plus the open documents."""
+
+    def __init__(self) -> None:
+        self.index = SnippetIndex()
+        self.indexers: list[WorkspaceIndexer] = []
+        self.open_versions: dict[str, object] = {}
+        self._chosen: dict[str, tuple[tuple, list[Snippet]]] = {}
+
+    def watch(self, folders: Iterable[Path], skip_globs: tuple[str, ...]) -> None:
+        for folder in folders:
+            if folder.is_dir() and not any(i.root == folder.resolve() for i in self.indexers):
+                indexer = WorkspaceIndexer(folder, self.index, skip_globs)
+                self.indexers.append(indexer)
+                indexer.start()
+
+    def stop(self) -> None:
+        for indexer in self.indexers:
+            indexer.stop()
+        self.indexers.clear()
+
+    def sync_open(self, documents: Mapping[str, tuple[str, object, str]], current: str) -> None:
+        """``documents``: key -> (text, version, why skipped or ''); the current one is not indexed
+        (its own text is already in the context)."""
+        for key, (text, version, skip) in documents.items():
+            if key == current or self.open_versions.get(key) == version:
+                continue
+            self.open_versions[key] = version
+            if skip:
+                self.index.remove(key)
+            else:
+                self.index.set_file(key, text)
+
+    def closed(self, key: str) -> None:
+        self.open_versions.pop(key, None)
+        self._chosen.pop(key, None)
+        self.index.remove(key)
+        path = Path(key)
+        for indexer in self.indexers:
+            if indexer.wanted(path):
+                indexer.events.put(("changed", path))  # back to what is on disk
+
+    def choose(self, key: str, prefix: str, limit: int = SNIPPETS_PER_REQUEST) -> list[Snippet]:
+        """Snippets for a completion in ``key``; chosen from the lines before the cursor's line, so
+        the choice (and with it the model's cached context) holds while a line is typed."""
+        head = prefix[: prefix.rfind("\n") + 1]
+        cut = len(head)
+        for _ in range(QUERY_LINES):
+            cut = head.rfind("\n", 0, max(0, cut - 1))
+            if cut < 0:
+                break
+        query = head[cut + 1 :]
+        stamp = (query, self.index.version)
+        old = self._chosen.get(key)
+        if old is not None and old[0] == stamp:
+            return old[1]
+        chosen = self.index.query(query, exclude=key, limit=limit)
+        self._chosen[key] = (stamp, chosen)
+        return chosen

@@ -1,0 +1,91 @@
+"""End-to-end: snippets from other open documents and from workspace files reach the model's context."""
+
+import asyncio
+
+from tests.lsp_session import Session, run
+from tests.test_lsp import field
+from tests.test_snippets import HELPERS, make_workspace
+
+MAIN = "from pkg.helpers import load_inventory, restock_warehouse\n\ninv = load_inventory('stock.json')\nrestock_"
+
+
+async def wait_indexed(s: Session, files: int) -> dict:
+    for _ in range(200):
+        status = await s.status()
+        index = field(status, "snippet_index")
+        if field(index, "ready") and field(index, "files") >= files:
+            return index
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"the workspace was not indexed: {index}")
+
+
+def last_snippets(s: Session) -> list[str]:
+    timings = [t for t in s.timings if field(t, "source") == "model"]
+    assert timings, "no model call was reported"
+    return [field(x, "source") for x in field(timings[-1], "snippets")], field(timings[-1], "snippet_tokens")
+
+
+def test_workspace_files_give_snippets_but_never_ignored_or_secret_ones(tmp_path, shipped_model_dir):
+    make_workspace(tmp_path)
+    main = tmp_path / "main.py"
+    main.write_text(MAIN)
+
+    async def scenario():
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"mode": "line"})
+        await s.start()
+        await wait_indexed(s, 3)
+        s.open(main.as_uri(), MAIN)
+        await s.inline(main.as_uri(), 3, 8, invoked=True)
+        sources, used = last_snippets(s)
+        pkg = (tmp_path / "pkg").resolve()
+        assert sources[0] == str(pkg / "helpers.py"), sources
+        assert set(sources) <= {str(pkg / "helpers.py"), str(pkg / "local_keep.py")}  # never ignored ones
+        assert used > 8
+        # A file written after start is picked up by the watcher; a secret written alongside never is.
+        (tmp_path / ".env").write_text("restock_everything=1\n")
+        (tmp_path / "pkg" / "stock.py").write_text("def restock_everything(inv, supplier): return inv\n")
+        await wait_indexed(s, 4)
+        s.insert(main.as_uri(), 3, 8, "\ninv2 = restock_everything(inv)\n")
+        await s.inline(main.as_uri(), 5, 0, invoked=True)
+        sources, _ = last_snippets(s)
+        assert str((tmp_path / "pkg" / "stock.py").resolve()) in sources, sources
+        status = await s.status()
+        assert field(field(status, "snippet_index"), "files") == 4  # main, helpers, local_keep, stock: never .env
+        await s.stop()
+
+    run(scenario())
+
+
+def test_other_open_documents_give_snippets_without_a_workspace(tmp_path, shipped_model_dir):
+    async def scenario():
+        s = Session(shipped_model_dir, init_options={"mode": "line"})
+        await s.start()
+        s.open("file:///elsewhere/helpers.py", HELPERS)
+        s.open("file:///elsewhere/.env", HELPERS)  # secret: never a snippet
+        s.open("file:///elsewhere/main.py", MAIN)
+        await s.inline("file:///elsewhere/main.py", 3, 8, invoked=True)
+        sources, used = last_snippets(s)
+        assert sources == ["/elsewhere/helpers.py"] and used > 8
+        s.close("file:///elsewhere/helpers.py")
+        s.insert("file:///elsewhere/main.py", 3, 8, "\n")
+        await s.inline("file:///elsewhere/main.py", 4, 0, invoked=True)
+        assert last_snippets(s)[0] == []
+        await s.stop()
+
+    run(scenario())
+
+
+def test_snippets_off_when_the_budget_is_zero(tmp_path, shipped_model_dir):
+    make_workspace(tmp_path)
+
+    async def scenario():
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"mode": "line", "snippet_tokens": 0})
+        await s.start()
+        s.open("file:///elsewhere/helpers.py", HELPERS)
+        s.open("file:///elsewhere/main.py", MAIN)
+        await s.inline("file:///elsewhere/main.py", 3, 8, invoked=True)
+        assert last_snippets(s) == ([], 0)
+        assert field(field(await s.status(), "snippet_index"), "folders") == []
+        await s.stop()
+
+    run(scenario())

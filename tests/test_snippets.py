@@ -1,0 +1,161 @@
+"""Snippets from other files: retrieval, .gitignore and secrets, following changes on disk."""
+
+import time
+from pathlib import Path
+
+from celeris_lsp.workspace_index import GitIgnore, SnippetSource, WorkspaceIndexer
+
+from celeris_complete.context import build_context
+from celeris_complete.snippets import SnippetIndex, chunk_text
+
+HELPERS = """\
+import json
+
+
+def load_inventory(path):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def restock_warehouse(inventory, supplier_catalog):
+    for item in inventory:
+        item.quantity += supplier_catalog.lookup(item.sku)
+    return inventory
+"""
+
+
+def wait_for(condition, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_query_finds_the_chunk_sharing_identifiers_one_per_file():
+    index = SnippetIndex()
+    index.set_file("a.py", HELPERS)
+    index.set_file("b.py", "def unrelated_function(x):\n    return x * 2\n")
+    found = index.query("inv = load_inventory('x')\nrestock_warehouse(inv, supplier_catalog)\n", exclude="main.py")
+    assert [s.source for s in found] == ["a.py"]
+    assert "def restock_warehouse" in found[0].text
+    assert index.query("restock_warehouse(inventory)", exclude="a.py") == []
+
+
+def test_replacing_and_removing_a_file_updates_the_index():
+    index = SnippetIndex()
+    index.set_file("a.py", HELPERS)
+    version = index.version
+    index.set_file("a.py", "def brand_new_name(): pass\n")
+    assert index.version > version
+    assert index.query("restock_warehouse supplier_catalog") == []
+    assert index.query("brand_new_name()")[0].source == "a.py"
+    index.remove("a.py")
+    assert len(index) == 0 and index.query("brand_new_name()") == []
+
+
+def test_binary_and_huge_files_are_refused():
+    index = SnippetIndex()
+    assert not index.set_file("bin", "abc\x00def restock_warehouse")
+    assert not index.set_file("huge", "x = 1\n" * 300_000)
+    assert len(index) == 0
+
+
+def test_chunks_overlap_and_cover_the_file():
+    text = "".join(f"line_{i} = {i}\n" for i in range(40))
+    chunks = chunk_text(text)
+    covered = set()
+    for start, body in chunks:
+        covered.update(range(start, start + body.count("\n")))
+    assert covered == set(range(40))
+
+
+def test_snippets_go_before_the_prefix_each_ended_by_file(tiny_model_dir):
+    from celeris_complete.model_dir import load_model_dir
+
+    tok = load_model_dir(tiny_model_dir).tokenizer
+    ctx = build_context(tok, "x = 1\n", "", 64, 16, snippets=["def helper_one():\n    pass\n"], snippet_budget=32)
+    pre = ctx.tokens.index(tok.pre_id)
+    after = ctx.tokens[pre + 1 :]
+    assert tok.decode(after[: ctx.snippet_tokens - 1]) == "def helper_one():\n    pass\n"
+    assert after[ctx.snippet_tokens - 1] == tok.file_id
+    assert tok.decode(after[ctx.snippet_tokens :]) == "x = 1\n"
+    # A snippet is cut to whole lines inside the budget; a tiny budget leaves none.
+    long = "".join(f"value_{i} = compute_{i}()\n" for i in range(50))
+    cut = build_context(tok, "x", "", 64, 16, snippets=[long], snippet_budget=40)
+    assert 0 < cut.snippet_tokens <= 40
+    start = cut.tokens.index(tok.pre_id) + 1
+    assert tok.decode(cut.tokens[start : start + cut.snippet_tokens - 1]).endswith("\n")
+    assert build_context(tok, "x", "", 64, 16, snippets=[long], snippet_budget=4).snippet_tokens == 0
+
+
+def make_workspace(root: Path) -> None:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "helpers.py").write_text(HELPERS)
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    (root / "build").mkdir()
+    (root / "build" / "generated.py").write_text("def restock_warehouse_generated(supplier_catalog): pass\n")
+    (root / "debug.log").write_text("restock_warehouse supplier_catalog\n")
+    (root / ".env").write_text("SUPPLIER_CATALOG_TOKEN=restock_warehouse supplier_catalog\n")
+    (root / "pkg" / ".gitignore").write_text("local_*.py\n!local_keep.py\n")
+    (root / "pkg" / "local_scratch.py").write_text("restock_warehouse(supplier_catalog)\n")
+    (root / "pkg" / "local_keep.py").write_text("restock_warehouse(supplier_catalog)\n")
+    (root / "data.bin").write_bytes(b"\x00\x01restock_warehouse supplier_catalog")
+
+
+def test_gitignore_rules_apply_below_their_folder(tmp_path):
+    make_workspace(tmp_path)
+    rules = GitIgnore(tmp_path)
+    rules.load(tmp_path)
+    rules.load(tmp_path / "pkg")
+    assert rules.ignored(tmp_path / "build", is_dir=True)
+    assert rules.ignored(tmp_path / "debug.log")
+    assert rules.ignored(tmp_path / "pkg" / "local_scratch.py")
+    assert not rules.ignored(tmp_path / "pkg" / "local_keep.py")
+    assert not rules.ignored(tmp_path / "pkg" / "helpers.py")
+    assert rules.ignored(tmp_path / ".git" / "config")
+
+
+def test_workspace_index_respects_gitignore_and_secrets_and_follows_changes(tmp_path):
+    make_workspace(tmp_path)
+    index = SnippetIndex()
+    indexer = WorkspaceIndexer(tmp_path, index, (".env", ".env.*", "*.pem"))
+    indexer.start()
+    try:
+        assert indexer.ready.wait(10)
+        root = tmp_path.resolve()
+        assert sorted(index.sources()) == [str(root / "pkg" / "helpers.py"), str(root / "pkg" / "local_keep.py")]
+        # New, changed and deleted files on disk are followed.
+        (tmp_path / "pkg" / "fresh.py").write_text("def freshly_written_helper(arg): return arg\n")
+        assert wait_for(lambda: index.query("freshly_written_helper(1)") != [])
+        (tmp_path / "pkg" / "local_keep.py").unlink()
+        assert wait_for(lambda: str(root / "pkg" / "local_keep.py") not in index.sources())
+        (tmp_path / ".env.local").write_text("freshly_written_helper secret\n")
+        (tmp_path / "debug2.log").write_text("freshly_written_helper\n")
+        (tmp_path / "pkg" / "helpers.py").write_text("def renamed_helper_function(): pass\n")
+        assert wait_for(lambda: index.query("renamed_helper_function()") != [])
+        assert all(Path(s).name not in (".env.local", "debug2.log") for s in index.sources())
+        # Un-ignoring by editing .gitignore takes effect.
+        (tmp_path / ".gitignore").write_text("build/\n")
+        assert wait_for(lambda: str(root / "debug.log") in index.sources())
+        assert str(root / ".env") not in index.sources()
+    finally:
+        indexer.stop()
+
+
+def test_open_documents_other_than_the_current_give_snippets_and_choice_is_stable_on_a_line():
+    source = SnippetSource()
+    docs = {
+        "/w/helpers.py": (HELPERS, 1, ""),
+        "/w/main.py": ("restock_warehouse(", 3, ""),
+        "/w/.env": (HELPERS, 1, "secret"),
+    }
+    source.sync_open(docs, current="/w/main.py")
+    assert source.index.sources() == ["/w/helpers.py"]
+    prefix = "from helpers import restock_warehouse\ninv = load_inventory(path)\nrestock_wa"
+    first = source.choose("/w/main.py", prefix)
+    assert [s.source for s in first] == ["/w/helpers.py"]
+    assert source.choose("/w/main.py", prefix + "rehouse(inv") is first  # same line: same choice
+    source.sync_open({**docs, "/w/helpers.py": ("def other_thing(): pass\n", 2, "")}, current="/w/main.py")
+    assert source.choose("/w/main.py", prefix) == []
