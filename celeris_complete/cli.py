@@ -18,6 +18,9 @@ def _root() -> None:
     """Local code completion with a masked-diffusion model."""
 
 
+TRUST_HELP = "Let a transformers model directory run its own Python code (only for a directory you trust)."
+
+
 def fail(message: str, code: int = 2) -> None:
     typer.echo(f"celeris-complete: error: {message}", err=True)
     raise typer.Exit(code)
@@ -110,6 +113,7 @@ def lsp(
     port: Annotated[int, typer.Option(help="TCP port.")] = 2087,
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
     log_file: Annotated[Optional[Path], typer.Option(help="Write the server's log here.")] = None,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
     """Start the language server (stdio by default)."""
     import logging
@@ -122,7 +126,7 @@ def lsp(
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     try:
-        settings = load_settings(dict(model=model))
+        settings = load_settings(dict(model=model, trust_remote_code=trust_remote_code or None))
     except CelerisError as exc:
         fail(str(exc))
     from celeris_lsp.server import serve
@@ -141,6 +145,7 @@ def selftest(
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
     """Measure completion latency on this machine against the keystroke budget; say what to change."""
     import json
@@ -150,7 +155,14 @@ def selftest(
     from .selftest import render, run_selftest
 
     overrides = dict(
-        model=model, budget_ms=budget_ms, steps=steps, device=device, backend=backend, quant=quant, threads=threads
+        model=model,
+        budget_ms=budget_ms,
+        steps=steps,
+        device=device,
+        backend=backend,
+        quant=quant,
+        threads=threads,
+        trust_remote_code=trust_remote_code or None,
     )
     try:
         settings = load_settings(overrides)
@@ -370,6 +382,7 @@ def infill(
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON with timings.")] = False,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
     """Fill the hole at the cursor, or every marker in a file, with the model."""
     import json
@@ -391,6 +404,7 @@ def infill(
         backend=backend,
         quant=quant,
         fill_marker=marker,
+        trust_remote_code=trust_remote_code or None,
     )
     try:
         settings = load_settings(overrides)

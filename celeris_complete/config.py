@@ -38,6 +38,7 @@ class Option:
 
 OPTIONS: dict[str, Option] = {
     "model": Option(str, "", "Model directory (empty: the shipped default model)."),
+    "trust_remote_code": Option(bool, False, "Let a transformers model directory run its own Python code."),
     "backend": Option(str, "auto", "Inference backend.", choices=("auto", "torch", "onnx")),
     "device": Option(str, "auto", "Device.", choices=("auto", "cpu", "cuda")),
     "quant": Option(str, "none", "Quantization.", choices=("none", "int8", "fp16")),

@@ -40,10 +40,18 @@ def expand_kv(kv: list[KV], batch: int) -> list[KV]:
     return [(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv]
 
 
+def batch_and_device(state) -> tuple[int, torch.device]:
+    """A model adapter's per-request state: our model's per-layer keys/values (or the ONNX
+    backend's stacked array), or an object that says its ``batch`` and ``device`` itself."""
+    if hasattr(state, "batch") and hasattr(state, "device"):
+        return state.batch, state.device
+    return state[0][0].shape[0], state[0][0].device
+
+
 @torch.no_grad()
 def diffuse(
     model: InfillModel,
-    context_kv: list[KV],
+    context_kv,
     canvas: int,
     ids: SpecialIds,
     settings: DecodeSettings,
@@ -54,14 +62,16 @@ def diffuse(
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
+    ``model.span_step(canvas_ids, context_kv)`` gives the logits of every slot: ``context_kv`` is
+    whatever state the model adapter keeps for the request (see ``batch_and_device``).
+
     ``should_stop()`` is asked between steps: when it says yes, the remaining
     masked slots are committed from the current prediction (an anytime answer).
     ``should_cancel()`` is asked before each step: yes raises ``Cancelled``.
     ``first_allowed`` (a boolean mask over the vocabulary) limits what slot 0 may hold.
     ``step_times`` collects the seconds each step took.
     """
-    batch = context_kv[0][0].shape[0]
-    device = context_kv[0][0].device
+    batch, device = batch_and_device(context_kv)
     x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
     slot_index = torch.arange(canvas, device=device)
     generator = None

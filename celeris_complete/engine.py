@@ -4,6 +4,10 @@ Everything slow (loading, quantizing, thread set-up, lookup tables) happens in
 the constructor; ``complete`` is the hot path: build the context, take its
 keys/values from the cache (encoding only the tokens the cache lacks), run a
 few refinement steps on the span canvas, detokenize, post-process.
+
+Two model adapters: our own model directory (``model.py``, or its ONNX export) and a
+transformers directory of a public diffusion model (``hf_model.py``), chosen by the
+directory's config.json.  Decoding (``diffusion.py``) is the same for both.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import Settings
+from .config import OPTIONS, Settings
 from .context import build_context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, span_tokens
 from .errors import CelerisError
+from .hf_model import is_transformers_dir
 from .model_dir import default_model_dir, load_model_dir
 from .postprocess import choose_mode, postprocess
 
@@ -56,6 +61,10 @@ class Engine:
             device = "cpu"
         if settings.threads:
             torch.set_num_threads(settings.threads)
+        self.hf = None
+        if is_transformers_dir(path):
+            self._init_transformers(path, device, settings)
+            return
         loaded = load_model_dir(path, device=device)
         self.recommended = {k: v for k, v in loaded.meta.get("decode", {}).items() if k in DECODE_KEYS}
         self.path = path
@@ -65,6 +74,7 @@ class Engine:
         self.model = loaded.model
         self.meta = loaded.meta
         self.max_context = loaded.config.max_positions - loaded.config.max_canvas
+        self.max_canvas = loaded.config.max_canvas
         self.quant = settings.quant
         self.backend = "torch"
         if settings.backend == "onnx":
@@ -92,6 +102,28 @@ class Engine:
         for i, b in enumerate(tok.token_bytes):
             self._token_matrix[i, : len(b)] = np.frombuffer(b, dtype=np.uint8)
             self._token_len[i] = len(b)
+
+    def _init_transformers(self, path: Path, device: str, settings: Settings) -> None:
+        """A public diffusion model through transformers: no token healing, no snippets, and
+        nothing cached across requests (see hf_model.py)."""
+        from .hf_model import HfDiffusionModel
+
+        if settings.backend == "onnx":
+            warnings.warn("the onnx backend serves our own model format only; using torch", stacklevel=3)
+        self.hf = self.model = HfDiffusionModel(path, device, settings.quant, settings.trust_remote_code)
+        self.recommended = {}
+        self.path = path
+        self.use_settings(settings)
+        self.device = device
+        self.tok = self.model.tok
+        self.meta = {"family": self.model.family.name, "parameters": self.model.params}
+        self.max_canvas = max(OPTIONS["canvas_block"].maximum, OPTIONS["canvas_line"].maximum)
+        self.max_context = self.model.max_positions - self.max_canvas - 1
+        self.quant = settings.quant
+        self.backend = "torch"
+        self.ids = self.model.ids
+        self.cache = ContextCache(capacity=0)  # its stats only: every request is a miss
+        self.lock = threading.Lock()
 
     def use_settings(self, settings: Settings) -> None:
         """Take new settings (those that need no reload). Decoding settings the model recommends
@@ -159,21 +191,24 @@ class Engine:
         t0 = time.perf_counter()
         mode = choose_mode(prefix, mode or s.mode)
         canvas = max_tokens or (s.canvas_line if mode == "line" else s.canvas_block)
-        canvas = max(1, min(canvas, self.model.cfg.max_canvas))
+        canvas = max(1, min(canvas, int(self.max_canvas)))
         budget_suffix = min(s.suffix_tokens, self.max_context // 4)
         budget_prefix = min(s.prefix_tokens, self.max_context - budget_suffix - 4)
         budget_snippets = min(s.snippet_tokens, self.max_context - budget_suffix - budget_prefix - 4)
-        ctx = build_context(
-            self.tok,
-            prefix,
-            suffix,
-            budget_prefix,
-            budget_suffix,
-            file_start=file_start,
-            file_end=file_end,
-            snippets=snippets,
-            snippet_budget=budget_snippets,
-        )
+        if self.hf is not None:
+            ctx = self.hf.context(prefix, suffix, budget_prefix, budget_suffix)
+        else:
+            ctx = build_context(
+                self.tok,
+                prefix,
+                suffix,
+                budget_prefix,
+                budget_suffix,
+                file_start=file_start,
+                file_end=file_end,
+                snippets=snippets,
+                snippet_budget=budget_snippets,
+            )
         first_allowed = self.tokens_starting_with(ctx.heal) if ctx.heal else None
         settings = DecodeSettings(
             steps=steps or s.steps,
@@ -189,7 +224,11 @@ class Engine:
             if should_cancel is not None and should_cancel():
                 raise Cancelled
             t_locked = time.perf_counter()
-            kv, cache_state = self._context_kv(ctx.tokens)
+            if self.hf is not None:
+                kv, cache_state = self.hf.begin(ctx), "miss"
+                self.cache.stats.misses += 1
+            else:
+                kv, cache_state = self._context_kv(ctx.tokens)
             t2 = time.perf_counter()
             step_times: list[float] = []
             out, ran = diffuse(

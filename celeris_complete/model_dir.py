@@ -59,7 +59,9 @@ def save_model_dir(path: Path, model: InfillModel, tok: CodeTokenizer, meta: dic
 def read_config(path: Path) -> dict:
     cfg_path = path / CONFIG
     if not path.is_dir():
-        raise CelerisError(f"model directory not found: {path}")
+        raise CelerisError(
+            f"model directory not found: {path} (models load from a local directory; nothing is downloaded)"
+        )
     if not cfg_path.is_file():
         raise CelerisError(f"{cfg_path}: missing (a model directory holds {CONFIG}, {TOKENIZER}, {WEIGHTS})")
     try:

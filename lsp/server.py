@@ -40,7 +40,7 @@ log = logging.getLogger("celeris.lsp")
 TIMINGS_NOTIFICATION = "celeris/timings"
 STATUS_REQUEST = "celeris/status"
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
-ENGINE_KEYS = ("model", "backend", "device", "quant", "threads")
+ENGINE_KEYS = ("model", "backend", "device", "quant", "threads", "trust_remote_code")
 
 
 class CelerisProtocol(LanguageServerProtocol):
