@@ -11,7 +11,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from .model import KV
 
@@ -54,8 +53,6 @@ class ContextCache:
             self.stats.hits += 1
         else:
             self.stats.partial += 1
-        if isinstance(kv, torch.Tensor):  # ONNX backend: one stacked (layers, 2, 1, heads, time, dim) array
-            return kv[..., :best_len, :], best_len
         return [(k[:, :, :best_len], v[:, :, :best_len]) for k, v in kv], best_len
 
     def store(self, tokens: np.ndarray, kv: list[KV]) -> None:

@@ -41,8 +41,8 @@ def expand_kv(kv: list[KV], batch: int) -> list[KV]:
 
 
 def batch_and_device(state) -> tuple[int, torch.device]:
-    """A model adapter's per-request state: our model's per-layer keys/values (or the ONNX
-    backend's stacked array), or an object that says its ``batch`` and ``device`` itself."""
+    """A model adapter's per-request state: our model's per-layer keys/values (PyTorch or ONNX
+    backend), or an object that says its ``batch`` and ``device`` itself."""
     if hasattr(state, "batch") and hasattr(state, "device"):
         return state.batch, state.device
     return state[0][0].shape[0], state[0][0].device

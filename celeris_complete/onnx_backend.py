@@ -1,8 +1,9 @@
 """ONNX Runtime backend: the model exported as two graphs, context encode and span step.
 
-Keys/values travel as one stacked array of shape (layers, 2, 1, heads, time,
-head_dim); indexing it as ``kv[layer][0]`` gives that layer's keys, so the
-decoding code treats it like the PyTorch backend's list of (keys, values).
+Keys/values travel as one input or output per layer and kind (``k0``, ``v0``,
+``k1``, ...), each (1, heads, time, head_dim), and come back as the PyTorch
+backend's list of (keys, values) without copies, so the engine, the context
+cache and the decoding treat both backends alike.
 """
 
 from __future__ import annotations
@@ -24,14 +25,20 @@ CONTEXT_GRAPH = "context.onnx"
 SPAN_GRAPH = "span_step.onnx"
 
 
+FORMAT = "kv-per-layer-1"  # part of the cache folder's name: a new graph interface exports anew
+
+
+def kv_names(n_layers: int, prefix: str = "") -> list[str]:
+    return [f"{prefix}{kind}{i}" for i in range(n_layers) for kind in ("k", "v")]
+
+
 class _SpanStep(torch.nn.Module):
     def __init__(self, model: InfillModel) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, slots: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        layers = [(kv[i, 0], kv[i, 1]) for i in range(kv.shape[0])]
-        return self.model.span_step(slots, layers)
+    def forward(self, slots: torch.Tensor, *kv: torch.Tensor) -> torch.Tensor:
+        return self.model.span_step(slots, list(zip(kv[0::2], kv[1::2])))
 
 
 class _ContextEncode(torch.nn.Module):
@@ -39,10 +46,9 @@ class _ContextEncode(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, ids: torch.Tensor, past: torch.Tensor) -> torch.Tensor:
-        layers = [(past[i, 0], past[i, 1]) for i in range(past.shape[0])]
-        _, kv = self.model.encode_context(ids, layers)
-        return torch.stack([torch.stack(pair) for pair in kv])
+    def forward(self, ids: torch.Tensor, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        _, kv = self.model.encode_context(ids, list(zip(past[0::2], past[1::2])))
+        return tuple(t for pair in kv for t in pair)
 
 
 def cache_dir_for(weights: Path) -> Path:
@@ -51,7 +57,7 @@ def cache_dir_for(weights: Path) -> Path:
     with weights.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
-    return base / "celeris-complete" / "onnx" / h.hexdigest()[:16]
+    return base / "celeris-complete" / "onnx" / f"{h.hexdigest()[:16]}-{FORMAT}"
 
 
 def export(model: InfillModel, out: Path, int8: bool = True) -> Path:
@@ -59,26 +65,27 @@ def export(model: InfillModel, out: Path, int8: bool = True) -> Path:
     model = model.float().eval().cpu()
     cfg = model.cfg
     out.mkdir(parents=True, exist_ok=True)
-    kv = torch.zeros(cfg.n_layers, 2, 1, cfg.n_heads, 16, cfg.head_dim)
+    kv = tuple(torch.zeros(1, cfg.n_heads, 16, cfg.head_dim) for _ in range(2 * cfg.n_layers))
     time_dim = torch.export.Dim("time", min=1, max=cfg.max_positions)
     past_dim = torch.export.Dim("past", min=0, max=cfg.max_positions)
     new_dim = torch.export.Dim("new", min=1, max=cfg.max_positions)
     canvas_dim = torch.export.Dim("canvas", min=1, max=cfg.max_canvas)
+    names, past_names = kv_names(cfg.n_layers), kv_names(cfg.n_layers, "past_")
     jobs = [
         (
             _SpanStep(model),
-            (torch.zeros(1, 8, dtype=torch.long), kv),
-            ["slots", "kv"],
+            (torch.zeros(1, 8, dtype=torch.long), *kv),
+            ["slots", *names],
             ["logits"],
-            ({1: canvas_dim}, {4: time_dim}),
+            ({1: canvas_dim}, tuple({2: time_dim} for _ in kv)),
             SPAN_GRAPH,
         ),
         (
             _ContextEncode(model),
-            (torch.zeros(1, 8, dtype=torch.long), kv),
-            ["ids", "past"],
-            ["kv"],
-            ({1: new_dim}, {4: past_dim}),
+            (torch.zeros(1, 8, dtype=torch.long), *kv),
+            ["ids", *past_names],
+            names,
+            ({1: new_dim}, tuple({2: past_dim} for _ in kv)),
             CONTEXT_GRAPH,
         ),
     ]
@@ -144,16 +151,30 @@ class OnnxModel:
         options.intra_op_num_threads = threads or (os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # ONNX Runtime's threads busy-wait between runs by default; between two runs the engine's own
+        # (PyTorch) work needs the same cores, and on 2 cores the spinning made each step 3x slower.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.span = ort.InferenceSession(str(graphs / (prefix + SPAN_GRAPH)), options, providers=providers)
         self.context = ort.InferenceSession(str(graphs / (prefix + CONTEXT_GRAPH)), options, providers=providers)
         self.graphs = graphs
-        self._empty = np.zeros((self.cfg.n_layers, 2, 1, self.cfg.n_heads, 0, self.cfg.head_dim), np.float32)
+        self.names = kv_names(self.cfg.n_layers)
+        self.past_names = kv_names(self.cfg.n_layers, "past_")
+        empty = np.zeros((1, self.cfg.n_heads, 0, self.cfg.head_dim), np.float32)
+        self._empty = dict.fromkeys(self.past_names, empty)
 
-    def encode_context(self, ids: torch.Tensor, past: torch.Tensor | None = None) -> tuple[None, torch.Tensor]:
-        past_np = self._empty if past is None else np.ascontiguousarray(past.numpy())
-        (kv,) = self.context.run(None, {"ids": ids.numpy(), "past": past_np})
-        return None, torch.from_numpy(kv)
+    def encode_context(self, ids: torch.Tensor, past: list | None = None) -> tuple[None, list]:
+        feed = {"ids": ids.numpy()}
+        if past is None:
+            feed.update(self._empty)
+        else:
+            flat = (t for pair in past for t in pair)
+            feed.update((name, np.ascontiguousarray(t.numpy())) for name, t in zip(self.past_names, flat))
+        out = [torch.from_numpy(a) for a in self.context.run(None, feed)]
+        return None, list(zip(out[0::2], out[1::2]))
 
-    def span_step(self, slots: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        (logits,) = self.span.run(None, {"slots": slots.numpy(), "kv": np.ascontiguousarray(kv.numpy())})
+    def span_step(self, slots: torch.Tensor, kv: list) -> torch.Tensor:
+        feed = {"slots": slots.numpy()}
+        flat = (t for pair in kv for t in pair)
+        feed.update((name, np.ascontiguousarray(t.numpy())) for name, t in zip(self.names, flat))
+        (logits,) = self.span.run(None, feed)
         return torch.from_numpy(logits)
