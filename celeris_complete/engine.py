@@ -33,7 +33,7 @@ from .postprocess import choose_mode, postprocess
 
 __all__ = ["Cancelled", "Completion", "Engine"]
 
-DECODE_KEYS = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block")
+DECODE_KEYS = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens")
 
 
 @dataclass
@@ -102,6 +102,11 @@ class Engine:
         for i, b in enumerate(tok.token_bytes):
             self._token_matrix[i, : len(b)] = np.frombuffer(b, dtype=np.uint8)
             self._token_len[i] = len(b)
+        # What may start a line completion at a blank line: not a line break, not end-of-span.
+        starts_line = np.array([not b.startswith((b"\n", b"\r")) for b in tok.token_bytes], dtype=bool)
+        starts_line = np.pad(starts_line, (0, loaded.config.vocab_size - len(starts_line)))
+        starts_line[tok.eos_id] = False
+        self._starts_line = torch.from_numpy(starts_line).to(self.device)
 
     def _init_transformers(self, path: Path, device: str, settings: Settings) -> None:
         """A public diffusion model through transformers: no token healing, no snippets, and
@@ -210,6 +215,9 @@ class Engine:
                 snippet_budget=budget_snippets,
             )
         first_allowed = self.tokens_starting_with(ctx.heal) if ctx.heal else None
+        if mode == "line" and self.hf is None and not prefix[prefix.rfind("\n") + 1 :].strip():
+            # At a blank line an answer that first ends the line would be empty after post-processing.
+            first_allowed = self._starts_line if first_allowed is None else first_allowed & self._starts_line
         settings = DecodeSettings(
             steps=steps or s.steps,
             threshold=s.threshold if threshold is None else threshold,
