@@ -1,0 +1,23 @@
+#!/bin/sh
+# The project's GPU training run, for the lent GPU machine (the `device` tool's `run`):
+#   run(command="sh scripts/device_train.sh", timeout_s=600)
+# It trains with `celeris-complete train --preset gpu` (d_model 384, 8 layers, context 512: sized so that
+# the result should still answer inside the CPU keystroke budget; check with `bench engine` here before
+# shipping it) for MINUTES (default 8.5) on the machine's own Python standard library, and returns the
+# model directory under $OUT as tar parts of at most 15 MiB (the device tool returns files of at most
+# 16 MiB), with the training log. Here, join and unpack them:
+#   cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
+# The machine's python3 already has torch (CUDA), tokenizers, safetensors, numpy and typer.
+set -eu
+: "${OUT:?run this through the device tool: it sets OUT}"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
+python3 - <<'PY'
+import torch
+assert torch.cuda.is_available(), "no CUDA GPU here"
+print(torch.__version__, torch.cuda.get_device_name(0))
+PY
+python3 -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-8.5}" 2>&1 | tee "$OUT/train.log"
+python3 -m celeris_complete.cli eval --model /tmp/gpu-model 2>&1 | tee -a "$OUT/train.log" || true
+rm -rf /tmp/gpu-model/.work
+tar cf - -C /tmp gpu-model | split -b 15M - "$OUT/model.tar.part-"
+ls -l "$OUT"
