@@ -6,16 +6,18 @@ from pathlib import Path
 
 from .bench_engine import validation_exact_match
 from .engine import Engine
-from .selftest import run_selftest
+from .selftest import one_token_per_step, run_selftest, sample_cursors
 
 
 def sweep(engine: Engine, steps_list: list[int], samples: int, requests: int) -> list[dict]:
     base = engine.settings
     rows = []
+    cursors = sample_cursors(max(4, requests // 2), seed=7)
     for steps in steps_list:
         engine.use_settings(base.with_overrides({"steps": steps}, "dial"))
         quality = validation_exact_match(engine, samples)
         speed = run_selftest(engine, base.budget_ms, requests=requests, keystrokes=2)
+        equal = one_token_per_step(engine, cursors, steps)
         rows.append(
             {
                 "steps": steps,
@@ -24,6 +26,8 @@ def sweep(engine: Engine, steps_list: list[int], samples: int, requests: int) ->
                 "keystroke_p50_ms": speed["keystroke_ms"]["p50"],
                 "keystroke_p95_ms": speed["keystroke_ms"]["p95"],
                 "new_place_p50_ms": speed["cache_miss_ms"]["p50"],
+                "speedup_vs_one_token_per_step": equal["speedup"],
+                "equal_length_tokens": [equal["parallel_tokens"], equal["sequential_tokens"]],
             }
         )
     engine.use_settings(base)
@@ -31,11 +35,15 @@ def sweep(engine: Engine, steps_list: list[int], samples: int, requests: int) ->
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| steps | exact match | empty | keystroke p50 / p95 ms | new place p50 ms |", "|---|---|---|---|---|"]
+    lines = [
+        "| steps | exact match | empty | keystroke p50 / p95 ms | new place p50 ms | speedup vs 1 token/step |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['steps']} | {r['exact_match']:.3f} | {r['empty_rate']:.3f} | "
-            f"{r['keystroke_p50_ms']:.1f} / {r['keystroke_p95_ms']:.1f} | {r['new_place_p50_ms']:.1f} |"
+            f"{r['keystroke_p50_ms']:.1f} / {r['keystroke_p95_ms']:.1f} | {r['new_place_p50_ms']:.1f} | "
+            f"{r['speedup_vs_one_token_per_step']}x |"
         )
     return "\n".join(lines)
 

@@ -4,7 +4,9 @@ Starts the real server over stdio, opens a real file cut short at a random
 line, and types the rest of it at a fixed rate (didChange, then an automatic
 inlineCompletion request per keystroke). Reports client-observed latency
 percentiles, the share of keystrokes answered before the next one, the
-typing-cache hit rate, server readiness time and the server's memory.
+typing-cache hit rate, server readiness time and the server's memory.  The
+files' folder is the workspace, so snippets from the other files (indexed in
+the background while typing) are part of what is measured.
 """
 
 from __future__ import annotations
@@ -49,7 +51,13 @@ def typing_sessions(count: int, seed: int = 0) -> list[tuple[str, str, str]]:
 
 async def _run(model: str | None, seconds: float, keys_per_second: float, init_options: dict) -> dict:
     client = LanguageClient("celeris-bench", "0")
-    client.feature("celeris/timings")(lambda params: None)
+    with_snippets = []
+
+    def on_timings(params) -> None:
+        if getattr(params, "source", None) == "model":
+            with_snippets.append(bool(getattr(params, "snippets", None)))
+
+    client.feature("celeris/timings")(on_timings)
     spawn = time.perf_counter()
     await client.start_io(sys.executable, "-m", "celeris_complete.cli", "lsp")
     options = dict(init_options)
@@ -57,7 +65,10 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
         options["model"] = model
     await client.initialize_async(
         types.InitializeParams(
-            capabilities=types.ClientCapabilities(), process_id=os.getpid(), initialization_options=options
+            capabilities=types.ClientCapabilities(),
+            process_id=os.getpid(),
+            initialization_options=options,
+            workspace_folders=[types.WorkspaceFolder(uri=SOURCES.resolve().as_uri(), name=SOURCES.name)],
         )
     )
     client.initialized(types.InitializedParams())
@@ -76,11 +87,9 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
     sessions = iter(typing_sessions(1000))
     deadline = time.perf_counter() + seconds
     keystrokes = 0
-    doc = 0
     while time.perf_counter() < deadline:
         name, before, to_type = next(sessions)
-        doc += 1
-        uri = f"file:///bench/{doc}/{name}"
+        uri = (SOURCES / name).resolve().as_uri()  # its own file on disk is never its snippet
         client.text_document_did_open(
             types.DidOpenTextDocumentParams(
                 types.TextDocumentItem(uri=uri, language_id="python", version=1, text=before)
@@ -134,6 +143,7 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
         "completions_shown": round(shown / max(1, keystrokes), 4),
         "typing_cache_hit_rate": round(typing.hits / lookups, 4) if lookups else None,
         "model_calls": status.model_calls,
+        "model_calls_with_snippets": round(sum(with_snippets) / len(with_snippets), 4) if with_snippets else None,
         "context_cache": {
             "hits": status.context_cache.hits,
             "partial": status.context_cache.partial,

@@ -151,6 +151,8 @@ def evaluate(
         "exact_match": round(sum(r.exact for r in results) / n, 4),
         "edit_similarity": round(sum(r.similarity for r in results) / n, 4),
         "empty_rate": round(sum(r.empty for r in results) / n, 4),
+        # Some tasks pass with the line left empty (the removed line did not matter): count them apart.
+        "passed_empty": sum(r.passed and r.empty for r in results),
         "latency_ms_p50": round(latencies[len(latencies) // 2], 2) if latencies else None,
         "execution_seconds": round(time.perf_counter() - t0, 1),
         "results": [r.__dict__ for r in results],

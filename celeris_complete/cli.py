@@ -209,10 +209,8 @@ def bench_quality(
         result = evaluate(engine, task_set, limit, workers, progress=lambda m: typer.echo(m, err=True))
     except CelerisError as exc:
         fail(str(exc))
-    result["settings"] = {
-        k: settings.values[k]
-        for k in ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "quant", "device")
-    }
+    keys = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens", "quant", "device")
+    result["settings"] = {k: engine.settings.values[k] for k in keys}  # as used, with the model's recommendations
     result["model"] = str(engine.path)
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
@@ -268,7 +266,7 @@ def bench_lsp(
 @bench_app.command("dial")
 def bench_dial(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
-    steps: Annotated[str, typer.Option(help="Comma-separated step counts.")] = "1,2,4,8,16",
+    steps: Annotated[str, typer.Option(help="Comma-separated step counts.")] = "1,2,3,4,8,16",
     samples: Annotated[int, typer.Option(help="Held-out spans per setting.")] = 150,
     requests: Annotated[int, typer.Option(help="Places in files per setting (latency).")] = 12,
     plot: Annotated[Optional[Path], typer.Option(help="Write a PNG plot here (needs matplotlib).")] = None,
@@ -295,6 +293,93 @@ def bench_dial(
         except ImportError:
             fail("the plot needs matplotlib: pip install -e '.[bench]'")
     typer.echo(table(rows))
+
+
+@bench_app.command("latency")
+def bench_latency(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    seconds: Annotated[float, typer.Option(help="How long to type into the server.")] = 60.0,
+    keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
+    steps: Annotated[str, typer.Option(help="Comma-separated step counts for the dial.")] = "1,2,3,4,8,16",
+    samples: Annotated[int, typer.Option(help="Held-out spans per step count.")] = 150,
+    requests: Annotated[int, typer.Option(help="Places in files per step count.")] = 12,
+    output_dir: Annotated[Path, typer.Option(help="Where latency.json, latency.md and dial.png go.")] = Path("."),
+) -> None:
+    """Speed, both levels: real files typed into the language server (client-observed percentiles, cache
+    hits), and the engine's steps dial (latency, quality, speedup over one token per step) with a plot."""
+    import json
+
+    from .bench_dial import plot as draw
+    from .bench_dial import sweep, table
+    from .bench_lsp import run
+    from .config import load_settings
+    from .engine import Engine
+
+    try:
+        server = run(model, seconds, keys_per_second, {})
+        engine = Engine(load_settings(dict(model=model)))
+        dial = sweep(engine, [int(s) for s in steps.split(",") if s.strip()], samples, requests)
+    except (CelerisError, RuntimeError, ValueError) as exc:
+        fail(str(exc))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    lat = server["latency_ms"]
+    lines = [
+        f"Language server, {server['keystrokes']} keystrokes at {keys_per_second:g} keys/s: client-observed "
+        f"p50 {lat['p50']} ms, p95 {lat['p95']} ms, p99 {lat['p99']} ms; "
+        f"{server['answered_before_next_key']:.1%} answered before the next key; "
+        f"typing-cache hit rate {server['typing_cache_hit_rate']:.1%}; context cache {server['context_cache']}",
+        "",
+        table(dial),
+    ]
+    (output_dir / "latency.json").write_text(json.dumps({"server": server, "dial": dial}, indent=1) + "\n")
+    (output_dir / "latency.md").write_text("\n".join(lines) + "\n")
+    try:
+        draw(dial, output_dir / "dial.png")
+    except ImportError:
+        typer.echo("(no plot: pip install -e '.[bench]' for matplotlib)", err=True)
+    typer.echo("\n".join(lines))
+
+
+@bench_app.command("tune")
+def bench_tune(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Tasks per point (default: all 1,033).")] = None,
+    budget_ms: Annotated[Optional[float], typer.Option(help="Latency budget for p95 (default: budget_ms).")] = None,
+    keystroke_p50_ms: Annotated[float, typer.Option(help="Budget for the keystroke p50.")] = 25.0,
+    reuse: Annotated[Optional[Path], typer.Option(help="Quality figures from an earlier run's JSON.")] = None,
+    workers: Annotated[int, typer.Option(help="Programs executed in parallel.")] = 2,
+    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+) -> None:
+    """Pick steps, threshold, canvas length and context budget by single-line pass@1 inside the budget."""
+    import json
+
+    from .bench_tune import sweep, table
+    from .config import load_settings
+    from .engine import Engine
+
+    try:
+        engine = Engine(load_settings(dict(model=model)))
+        earlier = json.loads(reuse.read_text(encoding="utf-8"))["rows"] if reuse else None
+        result = sweep(
+            engine,
+            limit,
+            workers,
+            budget_ms,
+            progress=lambda m: typer.echo(m, err=True),
+            keystroke_p50_ms=keystroke_p50_ms,
+            reuse=earlier,
+        )
+    except (CelerisError, OSError, KeyError, ValueError) as exc:
+        fail(str(exc))
+    result["model"] = str(engine.path)
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(result["rows"]))
+    typer.echo(
+        f"chosen (keystroke p50 <= {result['keystroke_p50_ms']} ms, p95 <= {result['budget_ms']} ms): "
+        + json.dumps(result["chosen"])
+        + ("" if result["inside_budget"] else "  (nothing measured was inside the budget: the best of the rest)")
+    )
 
 
 @bench_app.command("engine-one", hidden=True)
