@@ -93,7 +93,7 @@ class Engine:
             self.model = self.model.half()
         unused = range(tok.vocab_size, loaded.config.vocab_size)
         self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
-        self.cache = ContextCache(capacity=8)
+        self.cache = ContextCache(capacity=4)  # about 5 MB each at the full context
         self.lock = threading.Lock()
         # Token bytes as a padded matrix, to find the tokens that start with a given text quickly.
         width = max(len(b) for b in tok.token_bytes)

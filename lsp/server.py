@@ -11,6 +11,8 @@ stops at its next refinement step.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import os
 import threading
@@ -39,6 +41,7 @@ log = logging.getLogger("celeris.lsp")
 
 TIMINGS_NOTIFICATION = "celeris/timings"
 STATUS_REQUEST = "celeris/status"
+TRIM_EVERY = 100  # model calls between giving free heap memory back (see release_free_memory)
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
 ENGINE_KEYS = ("model", "backend", "device", "quant", "threads", "trust_remote_code")
 
@@ -301,6 +304,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         chosen = []
 
         def call(should_cancel):
+            if ls.model_calls % TRIM_EVERY == TRIM_EVERY - 1:
+                release_free_memory()
             if documents or ls.snippets.indexers:
                 ls.snippets.sync_open(documents, key)
                 chosen.extend(ls.snippets.choose(key, prefix))
@@ -396,6 +401,24 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         return types.CompletionList(is_incomplete=True, items=items)
 
     return server
+
+
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Give the C heap's free pages back to the system.  Contexts of varying size make the allocator
+    keep freed tensor memory (glibc raises its mmap threshold after large frees), which otherwise
+    shows as resident memory that grows over a long editing session."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def watch_parent(server: CelerisServer, pid: int) -> None:

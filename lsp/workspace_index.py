@@ -26,6 +26,7 @@ log = logging.getLogger("celeris.lsp")
 
 MAX_FILES = 20_000  # files considered per workspace folder
 QUERY_LINES = 24  # lines before the cursor's line that choose the snippets
+QUERY_STRIDE = 8  # the query moves in steps of this many lines
 SNIPPETS_PER_REQUEST = 2
 NEVER_INDEX = {".gitignore", ".git", "package-lock.json", "yarn.lock", "poetry.lock", "uv.lock", "Cargo.lock"}
 
@@ -230,15 +231,20 @@ class SnippetSource:
                 indexer.events.put(("changed", path))  # back to what is on disk
 
     def choose(self, key: str, prefix: str, limit: int = SNIPPETS_PER_REQUEST) -> list[Snippet]:
-        """Snippets for a completion in ``key``; chosen from the lines before the cursor's line, so
-        the choice (and with it the model's cached context) holds while a line is typed."""
+        """Snippets for a completion in ``key``, chosen from the lines before the cursor's line, cut
+        back to a multiple of ``QUERY_STRIDE`` lines: the choice (and with it the model's cached
+        context) holds while several lines are typed."""
         head = prefix[: prefix.rfind("\n") + 1]
         cut = len(head)
+        for _ in range(head.count("\n") % QUERY_STRIDE):
+            cut = head.rfind("\n", 0, cut - 1) + 1
+        head = head[:cut] or head  # near the top of a file: every line counts
+        start = len(head)
         for _ in range(QUERY_LINES):
-            cut = head.rfind("\n", 0, max(0, cut - 1))
-            if cut < 0:
+            start = head.rfind("\n", 0, max(0, start - 1))
+            if start < 0:
                 break
-        query = head[cut + 1 :]
+        query = head[start + 1 :]
         stamp = (query, self.index.version)
         old = self._chosen.get(key)
         if old is not None and old[0] == stamp:

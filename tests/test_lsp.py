@@ -344,3 +344,10 @@ def test_a_document_of_tens_of_megabytes_is_edited_and_completed(tiny_model_dir)
         await s.stop()
 
     run(scenario())
+
+
+def test_free_heap_memory_can_be_given_back():
+    from celeris_lsp import server
+
+    server.release_free_memory()  # glibc's malloc_trim here; nothing where there is none
+    assert server._TRIM is not None or not sys.platform.startswith("linux")

@@ -157,5 +157,10 @@ def test_open_documents_other_than_the_current_give_snippets_and_choice_is_stabl
     first = source.choose("/w/main.py", prefix)
     assert [s.source for s in first] == ["/w/helpers.py"]
     assert source.choose("/w/main.py", prefix + "rehouse(inv") is first  # same line: same choice
+    # Further down a file the choice moves in steps of 8 lines, so typing new lines keeps it (and the cache).
+    long = "inv = load_inventory(path)\nrestock_warehouse(inv, supplier_catalog)\n" * 8 + "x = 1\nrestock_wa"
+    on_17 = source.choose("/w/main.py", long)
+    on_23 = source.choose("/w/main.py", long[:-10] + "".join(f"y{i} = {i}\n" for i in range(6)) + "restock_wa")
+    assert on_17 and on_23 is on_17
     source.sync_open({**docs, "/w/helpers.py": ("def other_thing(): pass\n", 2, "")}, current="/w/main.py")
     assert source.choose("/w/main.py", prefix) == []
