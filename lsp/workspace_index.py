@@ -1,7 +1,8 @@
 """Snippets for the context from other open documents and from workspace files.
 
 Workspace files are indexed on a background thread and kept fresh by a
-watchdog observer.  Files that ``.gitignore`` excludes (at any level), the
+watchdog observer.  Source files only (by suffix, ``SOURCE_SUFFIXES``, plus
+Makefile-like names); files that ``.gitignore`` excludes (at any level), the
 ``.git`` folder, files matching ``ignore_globs`` and anything that looks like
 a secret (``secret_globs``) are never read.  Open documents are indexed from
 the editor's buffer, lazily, when a completion in another document asks.
@@ -24,7 +25,14 @@ from celeris_complete.snippets import MAX_FILE_CHARS, Snippet, SnippetIndex
 
 log = logging.getLogger("celeris.lsp")
 
-MAX_FILES = 20_000  # files considered per workspace folder
+MAX_FILES = 5_000  # files indexed per workspace folder
+# What is indexed: source code and the configuration that names its identifiers, not data or docs.
+SOURCE_SUFFIXES = frozenset(
+    ".py .pyi .js .jsx .mjs .cjs .ts .tsx .go .rs .c .h .cc .cpp .cxx .hpp .hh .java .kt .kts .scala .swift "
+    ".m .mm .cs .fs .rb .php .lua .pl .pm .r .jl .dart .ex .exs .erl .hs .ml .mli .clj .vue .svelte .sh .bash "
+    ".zsh .fish .ps1 .sql .proto .graphql .toml .yaml .yml .cfg .ini .cmake .gradle .tf .nix .zig .v .sv .vhd "
+    ".el .vim".split()
+)
 QUERY_LINES = 24  # lines before the cursor's line that choose the snippets
 QUERY_STRIDE = 8  # the query moves in steps of this many lines
 SNIPPETS_PER_REQUEST = 2
@@ -105,6 +113,10 @@ class WorkspaceIndexer:
             return False
         return not self.gitignore.ignored(path, is_dir)
 
+    @staticmethod
+    def is_source(path: Path) -> bool:
+        return path.suffix.lower() in SOURCE_SUFFIXES or path.name in ("Makefile", "Dockerfile", "Justfile")
+
     def scan(self) -> None:
         """Index every wanted file under the root (and forget files no longer wanted)."""
         self.gitignore.specs.clear()
@@ -121,9 +133,9 @@ class WorkspaceIndexer:
                 path = here / name
                 if len(seen) >= MAX_FILES:
                     break
-                if self.wanted(path) and self._index_file(path):
+                if self.is_source(path) and self.wanted(path) and self._index_file(path):
                     seen.add(str(path))
-                time.sleep(0.0002)  # let the model thread have the interpreter
+                time.sleep(0.001)  # let the model thread have the interpreter
         for source in self.index.sources():
             if source.startswith(str(self.root) + os.sep) and source not in seen:
                 self.index.remove(source)
@@ -161,7 +173,7 @@ class WorkspaceIndexer:
                     continue
                 if path.name == ".gitignore":
                     self.scan()  # what is ignored changed: start over
-                elif kind == "gone" or not self.wanted(path):
+                elif kind == "gone" or not self.wanted(path) or not self.is_source(path):
                     self.index.remove(str(path))
                 else:
                     self._index_file(path)
@@ -227,7 +239,7 @@ class SnippetSource:
         self.index.remove(key)
         path = Path(key)
         for indexer in self.indexers:
-            if indexer.wanted(path):
+            if indexer.is_source(path) and indexer.wanted(path):
                 indexer.events.put(("changed", path))  # back to what is on disk
 
     def choose(self, key: str, prefix: str, limit: int = SNIPPETS_PER_REQUEST) -> list[Snippet]:

@@ -137,9 +137,14 @@ def test_workspace_index_respects_gitignore_and_secrets_and_follows_changes(tmp_
         assert wait_for(lambda: index.query("renamed_helper_function()") != [])
         assert all(Path(s).name not in (".env.local", "debug2.log") for s in index.sources())
         # Un-ignoring by editing .gitignore takes effect.
-        (tmp_path / ".gitignore").write_text("build/\n")
-        assert wait_for(lambda: str(root / "debug.log") in index.sources())
+        (tmp_path / ".gitignore").write_text("*.log\n")
+        assert wait_for(lambda: str(root / "build" / "generated.py") in index.sources())
         assert str(root / ".env") not in index.sources()
+        # Only source files: not data, documents or logs.
+        (tmp_path / "notes.txt").write_text("freshly_written_helper notes\n")
+        (tmp_path / "pkg" / "later.py").write_text("def later_helper(): pass\n")
+        assert wait_for(lambda: str(root / "pkg" / "later.py") in index.sources())
+        assert str(root / "notes.txt") not in index.sources()
     finally:
         indexer.stop()
 
@@ -164,3 +169,14 @@ def test_open_documents_other_than_the_current_give_snippets_and_choice_is_stabl
     assert on_17 and on_23 is on_17
     source.sync_open({**docs, "/w/helpers.py": ("def other_thing(): pass\n", 2, "")}, current="/w/main.py")
     assert source.choose("/w/main.py", prefix) == []
+
+
+def test_the_index_is_capped():
+    index = SnippetIndex(max_chunks=10)
+    text = "".join(f"value_{i} = compute_{i}()\n" for i in range(100))
+    assert not index.set_file("big.py", text) and len(index) == 0
+    assert index.set_file("small.py", HELPERS) and len(index) > 0
+    for i in range(500):  # replacing files many times: removed chunks leave the postings in time
+        index.set_file("small.py", HELPERS.replace("restock", f"restock{i % 3}"))
+    ids = {cid for posting in index._postings.values() for cid in posting}
+    assert index._dead <= 1000 and len(ids) <= len(index) + index._dead < 1100
