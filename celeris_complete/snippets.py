@@ -25,7 +25,8 @@ CHUNK_STRIDE = 6
 MAX_FILE_CHARS = 1_000_000
 MAX_CHUNKS = 60_000  # about 70 MB with the texts
 MAX_TEXT_CHARS = 48_000_000
-COMMON_FRACTION = 0.02  # identifiers in more chunks than this fraction are ignored by queries
+COMMON_FRACTION = 0.02  # identifiers in more chunks than this fraction (and COMMON_MIN) tell nothing
+COMMON_MIN = 64
 MIN_SCORE = 0.08
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
@@ -148,7 +149,7 @@ class SnippetIndex:
             wanted = [self._names[name] for name in names if name in self._names]
             if not wanted:
                 return []
-            common = max(8, int(len(self._chunks) * COMMON_FRACTION))
+            common = max(COMMON_MIN, int(len(self._chunks) * COMMON_FRACTION))
             shared: Counter[int] = Counter()
             for number in wanted:
                 posting = self._postings.get(number)
