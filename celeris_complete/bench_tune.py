@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from .bench_quality import evaluate
+from .bench_quality import evaluate, load_tasks
 from .engine import Engine
 from .selftest import run_selftest
 
@@ -87,6 +87,7 @@ def sweep(
 ) -> dict:
     budget = budget_ms or engine.settings.budget_ms
     known = {tuple(r[k] for k in GRID): r for r in reuse or [] if r.get("tasks")}
+    tasks = len(load_tasks("single", limit))
     base = {k: engine.settings.values[k] for k in GRID}
     seen: dict[tuple, dict] = {}
 
@@ -94,8 +95,8 @@ def sweep(
         key = tuple(point[k] for k in GRID)
         if key not in seen:
             old = known.get(key)
-            if old is not None and limit is not None and old["tasks"] != limit:
-                old = None
+            if old is not None and old["tasks"] != tasks:
+                old = None  # measured on another subset
             seen[key] = measure(engine, point, limit, workers, requests, old)
             row = seen[key]
             progress(

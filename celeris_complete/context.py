@@ -4,7 +4,8 @@ Layout, as in training: ``[SUF] suffix [FILE]? [PRE] (snippet [FILE])* [FILE]? p
 The FILE token marks that a window reaches the start or the end of the file.
 Snippets from other files (open documents, the workspace) go before the
 prefix, each ended by FILE, as the end of another file precedes a file in the
-training stream.
+training stream.  (When the prefix window starts mid-file, the FILE before it
+says otherwise: training never showed that case; its effect is not measured.)
 Windows are cut by characters before tokenizing, so the cost never grows
 with the size of the file, and the prefix window's start is anchored (it
 moves in steps of ``ANCHOR_CHARS``) so that typing only appends tokens to

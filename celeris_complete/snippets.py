@@ -10,7 +10,7 @@ Kept compact for big workspaces: identifiers are numbered once, a chunk holds
 a tuple of numbers and offsets into its file's text (kept once per file), and
 postings are lists from which removed chunks are dropped lazily.  The whole
 index is capped (``MAX_CHUNKS``, ``MAX_TEXT_CHARS``); beyond that new files are
-not indexed.
+not indexed and a file that grows past it keeps its previous version.
 """
 
 from __future__ import annotations
@@ -95,10 +95,12 @@ class SnippetIndex:
             return False
         pieces = [(line, a, b, IDENT.findall(text, a, b)) for line, a, b in chunk_spans(text)]
         with self._lock:
+            old_chunks = len(self._by_source.get(source, ()))
+            old_chars = len(self._texts.get(source, ""))
+            full = len(self._chunks) - old_chunks + len(pieces) > self.max_chunks
+            if full or self._chars - old_chars + len(text) > self.max_text_chars:
+                return False  # a file already indexed keeps its previous version
             self._remove_locked(source)
-            full = len(self._chunks) + len(pieces) > self.max_chunks
-            if full or self._chars + len(text) > self.max_text_chars:
-                return False
             ids = []
             for line, a, b, names in pieces:
                 if not names:

@@ -25,7 +25,7 @@ def line_starts(text: str, base: int = 0) -> np.ndarray:
     """Offsets (plus ``base``) just after each line break in ``text``."""
     if len(text) < 65536:
         return np.fromiter((base + m.end() for m in LINE_BREAK.finditer(text)), dtype=np.int64)
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     lf = codes == 10
     cr = codes == 13
     cr[:-1] &= ~lf[1:]  # the \r of a \r\n pair ends no line; its \n does
@@ -100,6 +100,8 @@ class FastDocument(TextDocument):
         first = max(0, int(np.searchsorted(starts, start, side="right")) - 2)
         lo = int(starts[first])
         hi_old = min(len(old), end + 1)
+        if hi_old < len(old) and old[hi_old - 1] == "\r" and old[hi_old] == "\n":
+            hi_old += 1  # never end the window inside a \r\n pair
         k = int(np.searchsorted(starts, hi_old, side="right"))  # starts[k:] lie after the rescanned part
         hi_new = hi_old + delta
         rescanned = line_starts(new[lo:hi_new], lo)

@@ -44,6 +44,7 @@ STATUS_REQUEST = "celeris/status"
 TRIM_EVERY = 100  # model calls between giving free heap memory back (see release_free_memory)
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
 ENGINE_KEYS = ("model", "backend", "device", "quant", "threads", "trust_remote_code")
+SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens")
 
 
 class CelerisProtocol(LanguageServerProtocol):
@@ -74,9 +75,11 @@ class CelerisServer(LanguageServer):
         self.generation: dict[str, int] = {}
         self.typing = TypingCache()
         self.snippets = SnippetSource()
+        self.folders: list[str] | None = None  # the workspace folders' URIs, once initialized
         self.keys: dict[str, tuple[str, str | None]] = {}  # uri -> (snippet index key, why skipped)
         self.requests = 0
         self.model_calls = 0
+        self.calls_started = 0
 
     # ---- engine ---------------------------------------------------------------------------
     def load_engine(self) -> None:
@@ -115,14 +118,24 @@ class CelerisServer(LanguageServer):
             self.warn(f"{source}: expected an object of settings, got {type(overrides).__name__}")
             return
         overrides = overrides.get("celeris", overrides)  # {"celeris": {...}} or the settings themselves
+        if isinstance(overrides, dict) and "trust_remote_code" in overrides:
+            # A workspace's own settings could name a model folder in it and run its code: only the
+            # command line (--trust-remote-code) or the user's files may allow that.
+            overrides = {k: v for k, v in overrides.items() if k != "trust_remote_code"}
+            self.warn(f"{source}: trust_remote_code is ignored here; pass --trust-remote-code to the server")
         try:
             new = self.settings.with_overrides(overrides, source)
         except CelerisError as exc:
             self.warn(str(exc))
             return
         reload = reload and any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
+        snippets_changed = any(new.values[k] != self.settings.values[k] for k in SNIPPET_KEYS)
         self.settings = new
         self.keys.clear()
+        if snippets_changed and self.folders is not None:
+            self.snippets.stop()  # the new globs and switches apply to everything indexed from now
+            self.snippets = SnippetSource()
+            self.watch_workspace(self.folders)
         if reload:
             self.load_engine()
         elif self.engine is not None:
@@ -158,6 +171,7 @@ class CelerisServer(LanguageServer):
         return key, why
 
     def watch_workspace(self, folders: list[str]) -> None:
+        self.folders = list(dict.fromkeys([*(self.folders or []), *folders]))
         if not (self.settings.workspace_index and self.settings.snippet_tokens > 0):
             return
         paths = [Path(p) for p in (to_fs_path(f) for f in folders) if p]
@@ -230,7 +244,16 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def did_change_folders(ls: CelerisServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        for folder in params.event.removed:
+            path = to_fs_path(folder.uri)
+            if path:
+                ls.snippets.unwatch(Path(path))
+            ls.folders = [f for f in ls.folders or [] if f != folder.uri]
         ls.watch_workspace([f.uri for f in params.event.added])
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: CelerisServer, params: Any = None) -> None:
+        ls.snippets.stop()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CelerisServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -239,7 +262,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         ls.generation.pop(uri, None)
         key, why = ls.key(uri)
         if why is None:
-            ls.snippets.closed(key)
+            ls.model_thread.submit(ls.snippets.closed, key)  # after any call still using the buffer
         ls.keys.pop(uri, None)
 
     @server.feature(STATUS_REQUEST)
@@ -304,7 +327,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         chosen = []
 
         def call(should_cancel):
-            if ls.model_calls % TRIM_EVERY == TRIM_EVERY - 1:
+            ls.calls_started += 1
+            if ls.calls_started % TRIM_EVERY == 0:
                 release_free_memory()
             if documents or ls.snippets.indexers:
                 ls.snippets.sync_open(documents, key)

@@ -84,33 +84,47 @@ class WorkspaceIndexer:
         self.events: queue.Queue[tuple[str, Path | None]] = queue.Queue()
         self.ready = threading.Event()
         self.observer = None
+        self.stopped = False
         self.files = 0
 
     def start(self) -> None:
         threading.Thread(target=self._work, name="celeris-index", daemon=True).start()
+
+    def _observe(self) -> None:
+        """Follow changes on disk (started on the indexing thread: watchdog walks the tree to do it)."""
         try:
             from watchdog.observers import Observer
 
-            self.observer = Observer()
-            self.observer.schedule(_Handler(self.events), str(self.root), recursive=True)
-            self.observer.daemon = True
-            self.observer.start()
+            observer = Observer()
+            observer.schedule(_Handler(self.events), str(self.root), recursive=True)
+            observer.daemon = True
+            observer.start()
+            self.observer = observer
         except Exception as exc:  # inotify limits, unsupported file systems: index once, without updates
             log.warning("not watching %s for changes: %s", self.root, exc)
-            self.observer = None
 
     def stop(self) -> None:
+        self.stopped = True
         if self.observer is not None:
             self.observer.stop()
         self.events.put(("stop", None))
 
     def wanted(self, path: Path, is_dir: bool = False) -> bool:
+        """Not ignored or secret, judged on the path and on every folder above it up to the root
+        (an event for a file inside a skipped folder must not bring it in)."""
         try:
-            path.relative_to(self.root)
+            rel = path.relative_to(self.root)
         except ValueError:
             return False
-        if path.name in NEVER_INDEX or matches(path.as_posix(), self.skip_globs):
+        # Globs match below the root (a project that lives in, say, ~/secret-work/ is still indexed).
+        if path.name in NEVER_INDEX or matches(rel.as_posix(), self.skip_globs):
             return False
+        for i in range(1, len(rel.parts)):
+            folder = PurePosixPath(*rel.parts[:i])
+            if matches(folder.as_posix(), self.skip_globs):
+                return False
+            if self.gitignore.ignored(self.root / folder, is_dir=True):
+                return False
         return not self.gitignore.ignored(path, is_dir)
 
     @staticmethod
@@ -157,6 +171,9 @@ class WorkspaceIndexer:
         return self.index.set_file(str(path), text)
 
     def _work(self) -> None:
+        self._observe()
+        if self.stopped and self.observer is not None:
+            self.observer.stop()
         try:
             self.scan()
         except Exception:
@@ -172,13 +189,33 @@ class WorkspaceIndexer:
                 if path is None:
                     continue
                 if path.name == ".gitignore":
-                    self.scan()  # what is ignored changed: start over
+                    if path.parent == self.root or self.wanted(path.parent, is_dir=True):
+                        self._drain_rescans()
+                        self.scan()  # what is ignored changed: start over
+                elif kind == "gone-folder":
+                    prefix = str(path) + os.sep
+                    for source in self.index.sources():
+                        if source.startswith(prefix):
+                            self.index.remove(source)
                 elif kind == "gone" or not self.wanted(path) or not self.is_source(path):
                     self.index.remove(str(path))
                 else:
                     self._index_file(path)
             except Exception:
                 log.exception("indexing %s failed", path)
+
+    def _drain_rescans(self) -> None:
+        """Several .gitignore events in a row need one rescan: drop the other queued ones."""
+        kept = []
+        while True:
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if item[1] is None or item[1].name != ".gitignore":
+                kept.append(item)
+        for item in kept:
+            self.events.put(item)
 
 
 class _Handler:
@@ -188,9 +225,11 @@ class _Handler:
         self.events = events
 
     def dispatch(self, event) -> None:
-        if event.is_directory:
-            return
         kind = event.event_type
+        if event.is_directory:
+            if kind in ("deleted", "moved"):
+                self.events.put(("gone-folder", Path(os.fsdecode(event.src_path))))
+            return
         if kind in ("created", "modified", "closed"):
             self.events.put(("changed", Path(os.fsdecode(event.src_path))))
         elif kind == "deleted":
@@ -215,6 +254,15 @@ class SnippetSource:
                 indexer = WorkspaceIndexer(folder, self.index, skip_globs)
                 self.indexers.append(indexer)
                 indexer.start()
+
+    def unwatch(self, folder: Path) -> None:
+        root = folder.resolve()
+        for indexer in [i for i in self.indexers if i.root == root]:
+            indexer.stop()
+            self.indexers.remove(indexer)
+            for source in self.index.sources():
+                if source.startswith(str(root) + os.sep):
+                    self.index.remove(source)
 
     def stop(self) -> None:
         for indexer in self.indexers:

@@ -72,3 +72,18 @@ def test_offsets_in_a_huge_document_without_splitting_it():
     doc.apply_change(edit(300_001, 4, 300_001, 4, "yield "))
     assert doc.source[300_000 // 2 * 23 + 10 :].startswith("    yield return x\n")
     assert doc.line_of_offset(len(doc.source) - 1) == 399_999
+
+
+def test_typing_at_the_end_of_a_crlf_line_keeps_the_line_starts():
+    doc = FastDocument("file:///a.py", "ab\r\ncd\r\n" * 1000)
+    assert len(doc.starts) == 2001
+    doc.apply_change(edit(0, 2, 0, 2, "X"))
+    doc.apply_change(edit(0, 3, 0, 3, "\r\n"))
+    assert doc._starts is not None  # updated in place, not recounted
+    assert doc.starts.tolist() == [0, *line_starts(doc.source).tolist()]
+
+
+def test_lone_surrogates_in_a_big_document():
+    text = "x = '\ud800'\n" * 10_000
+    doc = FastDocument("file:///a.py", text)
+    assert len(doc.lines) == 10_000

@@ -2,6 +2,8 @@
 
 import asyncio
 
+from lsprotocol import types
+
 from tests.lsp_session import Session, run
 from tests.test_lsp import field
 from tests.test_snippets import HELPERS, make_workspace
@@ -86,6 +88,32 @@ def test_snippets_off_when_the_budget_is_zero(tmp_path, shipped_model_dir):
         await s.inline("file:///elsewhere/main.py", 3, 8, invoked=True)
         assert last_snippets(s) == ([], 0)
         assert field(field(await s.status(), "snippet_index"), "folders") == []
+        await s.stop()
+
+    run(scenario())
+
+
+def test_new_secret_globs_apply_to_the_workspace_and_remote_code_is_never_allowed_by_the_editor(
+    tmp_path, shipped_model_dir
+):
+    make_workspace(tmp_path)
+
+    async def scenario():
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"trust_remote_code": True})
+        await s.start()
+        status = await s.status()
+        assert field(field(status, "settings"), "trust_remote_code") is False
+        assert any("trust_remote_code is ignored" in m.message for m in s.messages)
+        await wait_indexed(s, 2)  # helpers.py, local_keep.py
+        s.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"secret_globs": ["*helpers*", ".env"]})
+        )
+        for _ in range(100):
+            index = field(await s.status(), "snippet_index")
+            if field(index, "ready") and field(index, "files") == 1:  # local_keep.py only
+                break
+            await asyncio.sleep(0.05)
+        assert field(index, "files") == 1, index
         await s.stop()
 
     run(scenario())

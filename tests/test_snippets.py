@@ -180,3 +180,20 @@ def test_the_index_is_capped():
         index.set_file("small.py", HELPERS.replace("restock", f"restock{i % 3}"))
     ids = {cid for posting in index._postings.values() for cid in posting}
     assert index._dead <= 1000 and len(ids) <= len(index) + index._dead < 1100
+
+
+def test_files_inside_a_skipped_folder_are_never_indexed_even_by_events(tmp_path):
+    (tmp_path / "secrets_dir").mkdir()
+    (tmp_path / "app.py").write_text("def visible_helper(): pass\n")
+    index = SnippetIndex()
+    indexer = WorkspaceIndexer(tmp_path, index, ("secrets_dir",))
+    indexer.start()
+    try:
+        assert indexer.ready.wait(10)
+        (tmp_path / "secrets_dir" / "keys.py").write_text("def hidden_helper(): pass\n")
+        (tmp_path / "later.py").write_text("def later_visible_helper(): pass\n")
+        assert wait_for(lambda: index.query("later_visible_helper()") != [])
+        assert index.query("hidden_helper()") == []
+        assert not indexer.wanted(tmp_path.resolve() / "secrets_dir" / "keys.py")
+    finally:
+        indexer.stop()
