@@ -5,7 +5,7 @@
 # the result should still answer inside the CPU keystroke budget; check with `bench engine` here before
 # shipping it) for MINUTES (default 8.5) on the machine's own Python standard library, and returns the
 # model directory under $OUT as tar parts of at most 15 MiB (the device tool returns files of at most
-# 16 MiB), with the training log. Here, join and unpack them:
+# 16 MiB, 64 MiB in all; the weights travel as fp16), with the training log. Here, join and unpack them:
 #   cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
 # The machine's python3 already has torch (CUDA), tokenizers, safetensors, numpy and typer.
 # A smoke test on a CPU: OUT=/tmp/o PYTHON=.venv/bin/python REQUIRE_CUDA=0 MINUTES=0.2 sh scripts/device_train.sh
@@ -19,5 +19,11 @@ if [ "${REQUIRE_CUDA:-1}" = 1 ]; then "$PY" -c "import torch; assert torch.cuda.
 "$PY" -m celeris_complete.cli eval --model /tmp/gpu-model 2>&1 | tee -a "$OUT/train.log" || true
 test -f /tmp/gpu-model/model.safetensors || { echo "training wrote no model" >&2; exit 1; }
 rm -rf /tmp/gpu-model/.work
+# fp16 weights for the trip (the device tool returns at most 64 MiB in all); loading casts them back.
+"$PY" - <<'PY'
+from safetensors.torch import load_file, save_file
+path = "/tmp/gpu-model/model.safetensors"
+save_file({k: v.half().contiguous() for k, v in load_file(path).items()}, path)
+PY
 tar cf - -C /tmp gpu-model | split -b 15M - "$OUT/model.tar.part-"
 ls -l "$OUT"
