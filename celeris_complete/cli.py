@@ -263,6 +263,19 @@ def bench_lsp(
     typer.echo(json.dumps(result, indent=2))
 
 
+def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> list[dict]:
+    """The steps dial's rows (bench dial and bench latency)."""
+    from .bench_dial import sweep
+    from .config import load_settings
+    from .engine import Engine
+
+    try:
+        engine = Engine(load_settings(dict(model=model)))
+        return sweep(engine, [int(s) for s in steps.split(",") if s.strip()], samples, requests)
+    except (CelerisError, ValueError) as exc:
+        fail(str(exc))
+
+
 @bench_app.command("dial")
 def bench_dial(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
@@ -276,15 +289,9 @@ def bench_dial(
     import json
 
     from .bench_dial import plot as draw
-    from .bench_dial import sweep, table
-    from .config import load_settings
-    from .engine import Engine
+    from .bench_dial import table
 
-    try:
-        engine = Engine(load_settings(dict(model=model)))
-        rows = sweep(engine, [int(s) for s in steps.split(",") if s.strip()], samples, requests)
-    except (CelerisError, ValueError) as exc:
-        fail(str(exc))
+    rows = _dial_rows(model, steps, samples, requests)
     if output:
         output.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     if plot:
@@ -310,17 +317,14 @@ def bench_latency(
     import json
 
     from .bench_dial import plot as draw
-    from .bench_dial import sweep, table
+    from .bench_dial import table
     from .bench_lsp import run
-    from .config import load_settings
-    from .engine import Engine
 
     try:
         server = run(model, seconds, keys_per_second, {})
-        engine = Engine(load_settings(dict(model=model)))
-        dial = sweep(engine, [int(s) for s in steps.split(",") if s.strip()], samples, requests)
-    except (CelerisError, RuntimeError, ValueError) as exc:
+    except RuntimeError as exc:
         fail(str(exc))
+    dial = _dial_rows(model, steps, samples, requests)
     output_dir.mkdir(parents=True, exist_ok=True)
     lat = server["latency_ms"]
     lines = [
