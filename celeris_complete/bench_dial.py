@@ -16,7 +16,7 @@ def sweep(engine: Engine, steps_list: list[int], samples: int, requests: int) ->
     for steps in steps_list:
         engine.use_settings(base.with_overrides({"steps": steps}, "dial"))
         quality = validation_exact_match(engine, samples)
-        speed = run_selftest(engine, base.budget_ms, requests=requests, keystrokes=2)
+        speed = run_selftest(engine, base.budget_ms, requests=requests, keystrokes=2, long_requests=0)
         equal = one_token_per_step(engine, cursors, steps)
         rows.append(
             {

@@ -90,18 +90,20 @@ def run_all(configs: list[str], model: str | None, requests: int, samples: int, 
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| backend:quant | keystroke p50 / p95 / p99 ms | new place p50 / p95 / p99 ms | step p50 ms | tokens/s "
+        "| backend:quant | keystroke p50 / p95 / p99 ms | new place p50 / p95 / p99 ms "
+        "| 1k context (uncached) p50 / p99 ms | step p50 ms | tokens/s "
         "| speedup vs 1 token/step | exact match | peak RSS MB |"
     )
-    lines = [head, "|" + "---|" * 8]
+    lines = [head, "|" + "---|" * 9]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['config']} | error: {r['error']} |" + " |" * 6)
+            lines.append(f"| {r['config']} | error: {r['error']} |" + " |" * 7)
             continue
-        k, m = r["keystroke_ms"], r["cache_miss_ms"]
+        k, m, lc = r["keystroke_ms"], r["cache_miss_ms"], r.get("long_context_ms")
+        long = f"{lc['p50']:.1f} / {lc['p99']:.1f} ({lc['context_tokens_p50']} tokens)" if lc else "-"
         lines.append(
             f"| {r['config']} | {k['p50']:.1f} / {k['p95']:.1f} / {k['p99']:.1f} | {m['p50']:.1f} / {m['p95']:.1f} / "
-            f"{m['p99']:.1f} | {r['phases_ms_p50']['refine_step']:.2f} | {r['tokens_per_second']} | "
+            f"{m['p99']:.1f} | {long} | {r['phases_ms_p50']['refine_step']:.2f} | {r['tokens_per_second']} | "
             f"{r['one_token_per_step']['speedup']}x | {r['validation']['exact_match']} | {r['peak_rss_mb']} |"
         )
     return "\n".join(lines)

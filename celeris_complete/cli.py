@@ -39,7 +39,15 @@ def train(
     steps: Annotated[Optional[int], typer.Option(help="Step budget (deterministic schedule).")] = None,
     batch_size: Annotated[Optional[int], typer.Option()] = None,
     lr: Annotated[Optional[float], typer.Option()] = None,
-    context_len: Annotated[Optional[int], typer.Option()] = None,
+    context_len: Annotated[
+        Optional[list[int]],
+        typer.Option(
+            help="Context tokens per sample (repeatable: each step draws one, longer ones in smaller batches)."
+        ),
+    ] = None,
+    init_from: Annotated[
+        Optional[Path], typer.Option(help="Start from this model directory's weights and tokenizer (its architecture).")
+    ] = None,
     d_model: Annotated[Optional[int], typer.Option()] = None,
     n_layers: Annotated[Optional[int], typer.Option()] = None,
     n_heads: Annotated[Optional[int], typer.Option()] = None,
@@ -68,7 +76,8 @@ def train(
         steps=steps,
         batch_size=batch_size,
         lr=lr,
-        context_len=context_len,
+        context_len=list(context_len) if context_len else None,
+        init_from=init_from,
         d_model=d_model,
         n_layers=n_layers,
         n_heads=n_heads,
@@ -92,6 +101,9 @@ def eval_command(
     ] = None,
     batches: Annotated[int, typer.Option(help="Batches of 32 held-out samples.")] = 16,
     precision: Annotated[str, typer.Option(help="auto, fp32 or bf16 (autocast).")] = "auto",
+    context_len: Annotated[
+        Optional[int], typer.Option(help="Context tokens per sample (default: the longest the model trained on).")
+    ] = None,
 ) -> None:
     """Validation figures of a model on its held-out split (the files its manifest marks 'validation')."""
     import json
@@ -100,7 +112,9 @@ def eval_command(
     from .validation import validate_model_dir
 
     try:
-        figures = validate_model_dir(model or default_model_dir(), list(corpus) if corpus else None, batches, precision)
+        figures = validate_model_dir(
+            model or default_model_dir(), list(corpus) if corpus else None, batches, precision, context_len
+        )
     except CelerisError as exc:
         fail(str(exc))
     typer.echo(json.dumps(figures, indent=2))
@@ -141,7 +155,7 @@ def selftest(
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU) or fp16 (CUDA).")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU), bf16 (AMX CPU, CUDA), fp16 (CUDA).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -465,7 +479,7 @@ def infill(
     max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU) or fp16 (CUDA).")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU), bf16 (AMX CPU, CUDA), fp16 (CUDA).")] = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")

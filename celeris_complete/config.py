@@ -41,7 +41,12 @@ OPTIONS: dict[str, Option] = {
     "trust_remote_code": Option(bool, False, "Let a transformers model directory run its own Python code."),
     "backend": Option(str, "auto", "Inference backend.", choices=("auto", "torch", "onnx")),
     "device": Option(str, "auto", "Device.", choices=("auto", "cpu", "cuda")),
-    "quant": Option(str, "none", "Quantization.", choices=("none", "int8", "fp16")),
+    "quant": Option(
+        str,
+        "none",
+        "Quantization: int8 (CPU), bf16 (CPUs with AMX, or CUDA), fp16 (CUDA).",
+        choices=("none", "int8", "bf16", "fp16"),
+    ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
     "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),

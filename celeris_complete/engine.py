@@ -27,6 +27,7 @@ from .context import build_context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, span_tokens
 from .errors import CelerisError
+from .hardware import cpu_has_bf16_units
 from .hf_model import is_transformers_dir
 from .model_dir import default_model_dir, load_model_dir
 from .postprocess import choose_mode, postprocess
@@ -89,8 +90,12 @@ class Engine:
                 self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
         elif settings.quant == "fp16":
             if device == "cpu":
-                raise CelerisError("quant fp16 needs a CUDA device; use int8 or none on the CPU")
+                raise CelerisError("quant fp16 needs a CUDA device; use int8, bf16 or none on the CPU")
             self.model = self.model.half()
+        elif settings.quant == "bf16":
+            if device == "cpu" and not cpu_has_bf16_units():
+                warnings.warn("this CPU has no bf16 matrix units (AMX): quant bf16 will be slow", stacklevel=2)
+            self.model = self.model.to(torch.bfloat16)
         unused = range(tok.vocab_size, loaded.config.vocab_size)
         self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
         self.cache = ContextCache(capacity=4)  # about 5 MB each at the full context
@@ -140,8 +145,8 @@ class Engine:
         from .model_dir import WEIGHTS
         from .onnx_backend import OnnxModel
 
-        if settings.quant == "fp16":
-            raise CelerisError("quant fp16 is not offered by the onnx backend; use none or int8")
+        if settings.quant in ("fp16", "bf16"):
+            raise CelerisError(f"quant {settings.quant} is not offered by the onnx backend; use none or int8")
         try:
             self.model = OnnxModel(loaded.model, path / WEIGHTS, device, settings.quant, settings.threads)
         except CelerisError as exc:

@@ -259,7 +259,7 @@ class HfDiffusionModel:
         if quant == "int8" and device != "cpu":
             raise CelerisError("quant int8 runs on the CPU; use fp16 (or none: bf16) on CUDA")
         if quant == "fp16" and device == "cpu":
-            raise CelerisError("quant fp16 needs a CUDA device; use int8 or none on the CPU")
+            raise CelerisError("quant fp16 needs a CUDA device; use int8, bf16 or none on the CPU")
         with quiet_transformers():
             try:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(
@@ -282,6 +282,8 @@ class HfDiffusionModel:
         if device == "cuda":
             dtype = torch.float16 if quant == "fp16" or not torch.cuda.is_bf16_supported() else torch.bfloat16
             self.precision, per_param = ("fp16" if dtype == torch.float16 else "bf16"), 2
+        elif quant == "bf16":
+            dtype, self.precision, per_param = torch.bfloat16, "bf16", 2
         else:
             dtype, self.precision, per_param = torch.float32, "fp32", 4  # int8 quantizes after loading in fp32
         self.params = safetensors_parameters(path)

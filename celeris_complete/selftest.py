@@ -3,36 +3,15 @@
 from __future__ import annotations
 
 import os
-import platform
 import random
 from pathlib import Path
 
 import torch
 
 from .engine import Engine
+from .hardware import cpu_has_bf16_units, hardware
 
 SOURCES = Path(__file__).resolve().parent  # this package's own code: present on every install
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def hardware() -> dict:
-    info = {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "cuda_gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
-    return info
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -43,21 +22,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def sample_cursors(n: int, seed: int = 0) -> list[tuple[str, int, str]]:
+def sample_cursors(n: int, seed: int = 0, min_offset: int = 0) -> list[tuple[str, int, str]]:
     """(text, cursor offset, mode) at realistic places in real source files: ends of indentation
-    (a new statement) and the middle of lines (finishing one), early and late in files."""
+    (a new statement) and the middle of lines (finishing one), early and late in files (at least
+    ``min_offset`` characters in)."""
     rng = random.Random(seed)
     files = sorted(SOURCES.glob("*.py"))
-    texts = [p.read_text(encoding="utf-8") for p in files]
+    texts = [t for t in (p.read_text(encoding="utf-8") for p in files) if len(t) > min_offset + 200]
     out = []
     while len(out) < n:
         text = rng.choice(texts)
         lines = text.split("\n")
         i = rng.randrange(1, len(lines) - 1)
         line = lines[i]
-        if not line.strip():
-            continue
         start = sum(len(x) + 1 for x in lines[:i])
+        if not line.strip() or start < min_offset:
+            continue
         indent = len(line) - len(line.lstrip())
         if rng.random() < 0.5:
             out.append((text, start + indent, "block"))
@@ -104,7 +84,33 @@ def one_token_per_step(engine: Engine, cursors: list, steps: int | None = None) 
     }
 
 
-def run_selftest(engine: Engine, budget_ms: float, requests: int = 24, keystrokes: int = 4) -> dict:
+LONG_CONTEXT = 1024  # tokens: the benchmark's "1k-token context, not cached" case
+
+
+def long_context_latency(engine: Engine, requests: int, tokens: int = LONG_CONTEXT) -> dict:
+    """New places deep in files with the context budget raised to ``tokens`` (or the model's
+    limit, when smaller: ``context_tokens_p50`` says what was used), nothing cached."""
+    base = engine.settings
+    target = min(tokens, engine.max_context - 8)
+    suffix = min(base.suffix_tokens, target // 4)
+    wide = {"prefix_tokens": target - suffix - 4, "suffix_tokens": suffix, "snippet_tokens": 0}
+    engine.use_settings(base.with_overrides(wide, "long-context measurement"))
+    times, sizes = [], []
+    try:
+        for text, at, mode in sample_cursors(requests, seed=3, min_offset=6 * tokens):
+            engine.cache.clear()
+            done = engine.complete(text[:at], text[at:], mode=mode)
+            times.append(done.timings_ms["total"])
+            sizes.append(done.context_tokens)
+    finally:
+        engine.use_settings(base)
+    return {**summarize(times), "context_tokens_p50": percentile(sizes, 50), "model_max_context": engine.max_context}
+
+
+def run_selftest(
+    engine: Engine, budget_ms: float, requests: int = 24, keystrokes: int = 4, long_requests: int | None = None
+) -> dict:
+    """``long_requests``: places measured with a 1k-token context (default: half of ``requests``; 0: none)."""
     cursors = sample_cursors(requests)
     for text, at, mode in cursors[:3]:  # warm-up
         engine.complete(text[:at], text[at:], mode=mode)
@@ -128,6 +134,8 @@ def run_selftest(engine: Engine, budget_ms: float, requests: int = 24, keystroke
             keystroke.append(done.timings_ms["total"])
             keystroke_encode.append(done.timings_ms["context_encode"])
     speedup = one_token_per_step(engine, cursors[: max(4, requests // 3)])
+    long_requests = max(4, requests // 2) if long_requests is None else long_requests
+    long_context = long_context_latency(engine, long_requests) if long_requests else None
     keystroke_s, miss_s = summarize(keystroke), summarize(miss)
     result = {
         "hardware": hardware(),
@@ -143,6 +151,7 @@ def run_selftest(engine: Engine, budget_ms: float, requests: int = 24, keystroke
         "budget_ms": budget_ms,
         "keystroke_ms": keystroke_s,  # the context was cached up to the typed characters
         "cache_miss_ms": miss_s,  # a new place in a file: the whole context encoded
+        "long_context_ms": long_context,  # a new place with a 1k-token context
         "phases_ms_p50": {
             **{k: round(percentile(v, 50), 3) for k, v in phases.items()},
             "context_encode_keystroke": round(percentile(keystroke_encode, 50), 3),
@@ -164,6 +173,8 @@ def advice(engine: Engine, result: dict) -> list[str]:
     if torch.cuda.is_available() and engine.device == "cpu":
         tips.append("a CUDA GPU is present: use --device cuda")
     if engine.device == "cpu" and engine.quant == "none":
+        if cpu_has_bf16_units() and engine.backend == "torch":
+            tips.append("this CPU has bf16 matrix units (AMX): --quant bf16")
         tips.append("quantize the linear layers: --quant int8")
     if s.steps > 2:
         tips.append(f"fewer refinement steps: --steps {max(1, s.steps // 2)} (now {s.steps})")
@@ -189,6 +200,14 @@ def render(result: dict) -> str:
         f"keystroke  p50 {k['p50']:.1f} ms  p95 {k['p95']:.1f} ms  p99 {k['p99']:.1f} ms  ({k['n']} requests, cached)",
         f"new place  p50 {m['p50']:.1f} ms  p95 {m['p95']:.1f} ms  p99 {m['p99']:.1f} ms  "
         f"({m['n']} requests, uncached)",
+        *(
+            [
+                f"1k context p50 {lc['p50']:.1f} ms  p95 {lc['p95']:.1f} ms  p99 {lc['p99']:.1f} ms  "
+                f"({lc['n']} requests, uncached, {lc['context_tokens_p50']} context tokens)"
+            ]
+            if (lc := result.get("long_context_ms"))
+            else []
+        ),
         f"phases p50 tokenize {p['tokenize']:.2f} | context {p['context_encode']:.2f} "
         f"(keystroke {p['context_encode_keystroke']:.2f}) | step {p['refine_step']:.2f} | "
         f"detokenize {p['detokenize']:.2f} | postprocess {p['postprocess']:.2f} ms",

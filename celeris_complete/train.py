@@ -27,8 +27,9 @@ from safetensors.torch import load_file, save_file
 from . import corpus as corpus_mod
 from .data import SpanSampler, load_tokens, pretokenize
 from .errors import CelerisError
+from .hardware import cpu_has_bf16_units
 from .model import InfillModel, ModelConfig
-from .model_dir import MANIFEST, TOKENIZER, save_model_dir
+from .model_dir import MANIFEST, TOKENIZER, LoadedModel, load_model_dir, save_model_dir
 from .tokenizer import CodeTokenizer
 from .validation import evaluate, make_masks
 
@@ -51,7 +52,10 @@ class TrainArgs:
     steps: int | None = None
     batch_size: int | None = None
     lr: float | None = None
-    context_len: int | None = None
+    # Context lengths to train on; each step draws one.  The batch given is for the
+    # first (shortest) and shrinks for longer ones to keep the tokens per step.
+    context_len: int | list[int] | None = None
+    init_from: Path | None = None  # start from this model directory's weights and tokenizer
     max_suffix: int = 128
     vocab_size: int = 8192
     validation_every: int = corpus_mod.VALIDATION_EVERY
@@ -83,10 +87,7 @@ def pick_autocast(precision: str, device: str) -> torch.dtype | None:
         return torch.bfloat16
     if device == "cuda":
         return torch.bfloat16
-    try:  # bf16 pays off on CPUs with native bf16 matrix units only
-        return torch.bfloat16 if torch.cpu._is_amx_tile_supported() else None
-    except AttributeError:
-        return None
+    return torch.bfloat16 if cpu_has_bf16_units() else None  # pays off with native bf16 units only
 
 
 class Progress:
@@ -171,8 +172,10 @@ def load_checkpoint(path: Path, model, opt, np_rng, torch_rng: torch.Generator) 
     return meta
 
 
-def prepare_data(args: TrainArgs, work: Path, progress: Progress) -> tuple[CodeTokenizer, Path, Path]:
-    """Corpus, tokenizer and token files; reused when they already exist (resume)."""
+def prepare_data(
+    args: TrainArgs, work: Path, progress: Progress, tok: CodeTokenizer | None = None
+) -> tuple[CodeTokenizer, Path, Path]:
+    """Corpus, tokenizer (trained here unless given) and token files; reused when they already exist (resume)."""
     tok_path = work / TOKENIZER
     train_bin, val_bin = work / "train.bin", work / "val.bin"
     if tok_path.exists() and train_bin.exists() and val_bin.exists():
@@ -184,12 +187,22 @@ def prepare_data(args: TrainArgs, work: Path, progress: Progress) -> tuple[CodeT
         raise CelerisError(f"the corpus has {len(files)} files: too few to hold out a validation split")
     corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every)
     progress.show(f"corpus: {len(train_files)} train files, {len(val_files)} validation files", final=True)
-    tok = CodeTokenizer.train((f.text for f in train_files), args.vocab_size)
+    if tok is None:
+        tok = CodeTokenizer.train((f.text for f in train_files), args.vocab_size)
     n_train = pretokenize(train_files, tok, train_bin)
     n_val = pretokenize(val_files, tok, val_bin)
     tok.save(tok_path)  # last: its presence marks the data as complete
     progress.show(f"tokens: {n_train} train, {n_val} validation", final=True)
     return tok, train_bin, val_bin
+
+
+def _lineage(init: LoadedModel | None) -> dict | None:
+    """What the starting model was, for the model card: its own training and lineage."""
+    if init is None:
+        return None
+    t = init.meta.get("training", {})
+    keep = ("preset", "steps", "tokens_seen", "wall_seconds", "device", "context_len", "lr", "init_from")
+    return {"path": str(init.path), **{k: t[k] for k in keep if k in t}}
 
 
 def train(args: TrainArgs) -> Path:
@@ -206,19 +219,33 @@ def train(args: TrainArgs) -> Path:
     out = Path(args.output)
     work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
-    tok, train_bin, val_bin = prepare_data(args, work, progress)
-    L = preset["context_len"]
-    cfg = ModelConfig(
-        vocab_size=math.ceil(tok.vocab_size / 64) * 64,
-        d_model=preset["d_model"],
-        n_layers=preset["n_layers"],
-        n_heads=preset["n_heads"],
-        max_positions=L + max(CANVAS_CHOICES) + 64,
-        max_canvas=max(CANVAS_CHOICES),
-    )
-    model = InfillModel(cfg).to(device)
+    given = [args.context_len] if isinstance(args.context_len, int) else args.context_len
+    lengths = sorted(given or [preset["context_len"]])
+    L = lengths[-1]
+    init = load_model_dir(args.init_from) if args.init_from else None
+    tok, train_bin, val_bin = prepare_data(args, work, progress, init.tokenizer if init else None)
+    if init is not None:
+        if tok.special_ids() != init.tokenizer.special_ids() or tok.bpe_vocab_size != init.tokenizer.bpe_vocab_size:
+            raise CelerisError(f"{work}: holds data from another tokenizer than {args.init_from}'s; remove it")
+        cfg = ModelConfig.from_dict(
+            {**init.config.to_dict(), "max_positions": max(init.config.max_positions, L + max(CANVAS_CHOICES) + 64)}
+        )
+    else:
+        cfg = ModelConfig(
+            vocab_size=math.ceil(tok.vocab_size / 64) * 64,
+            d_model=preset["d_model"],
+            n_layers=preset["n_layers"],
+            n_heads=preset["n_heads"],
+            max_positions=L + max(CANVAS_CHOICES) + 64,
+            max_canvas=max(CANVAS_CHOICES),
+        )
+    model = InfillModel(cfg)
+    if init is not None:  # rotary tables are not weights: a longer context just extends them
+        model.load_state_dict(init.model.state_dict())
+    model = model.to(device)
     opt = _optimizer(model, preset["lr"])
-    train_sampler = SpanSampler(load_tokens(train_bin), tok, L, args.max_suffix)
+    train_tokens = load_tokens(train_bin)
+    samplers = {n: SpanSampler(train_tokens, tok, n, args.max_suffix) for n in lengths}
     val_sampler = SpanSampler(load_tokens(val_bin), tok, L, args.max_suffix)
     np_rng = np.random.default_rng(args.seed)
     torch_rng = torch.Generator().manual_seed(args.seed)
@@ -233,12 +260,15 @@ def train(args: TrainArgs) -> Path:
         raise CelerisError("give a budget: --minutes or --steps")
     ignore = [tok.suf_id, tok.pre_id]
     B = preset["batch_size"]
+    batch_for = {n: max(1, round(B * lengths[0] / n)) for n in lengths}
     t_start = time.time() - state["elapsed"]
     last_ckpt = time.time()
     ema = None
     progress.show(
         f"model: {model.num_parameters() / 1e6:.2f}M parameters, {cfg.n_layers} layers, d={cfg.d_model}; "
-        f"device {device}, autocast {amp}, batch {B} x {L} context tokens",
+        f"device {device}, autocast {amp}, batch x context tokens: "
+        + ", ".join(f"{batch_for[n]} x {n}" for n in lengths)
+        + (f"; starting from {args.init_from}" if init else ""),
         final=True,
     )
 
@@ -255,11 +285,13 @@ def train(args: TrainArgs) -> Path:
         for g in opt.param_groups:
             g["lr"] = lr
         canvas = CANVAS_CHOICES[int(np_rng.integers(0, len(CANVAS_CHOICES)))]
-        batch = train_sampler.sample(np_rng, B, canvas)
+        n_ctx = lengths[int(np_rng.integers(0, len(lengths)))] if len(lengths) > 1 else L
+        b_size = batch_for[n_ctx]
+        batch = samplers[n_ctx].sample(np_rng, b_size, canvas)
         ctx = torch.from_numpy(batch.context).to(device)
         can = torch.from_numpy(batch.canvas).to(device)
         span_len = torch.from_numpy(batch.span_len).to(device)
-        t, masked = make_masks(torch_rng, B, canvas, device)
+        t, masked = make_masks(torch_rng, b_size, canvas, device)
         x = torch.where(masked, tok.mask_id, can)
         with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
             ctx_logits, span_logits = model(ctx, x)
@@ -273,7 +305,7 @@ def train(args: TrainArgs) -> Path:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         state["step"] = step + 1
-        state["tokens"] += B * (L + canvas)
+        state["tokens"] += b_size * (n_ctx + canvas)
         state["elapsed"] = time.time() - t_start
         vals = (loss.item(), loss_ctx.item(), loss_span.item())
         ema = vals if ema is None else tuple(0.95 * e + 0.05 * v for e, v in zip(ema, vals))
@@ -308,12 +340,14 @@ def train(args: TrainArgs) -> Path:
             "seed": args.seed,
             "batch_size": B,
             "context_len": L,
+            "context_lens": {str(n): batch_for[n] for n in lengths},
             "lr": preset["lr"],
             "parameters": model.num_parameters(),
             "validation": figures,
             "history": state["history"],
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items() if k != "roots"},
             "roots": [str(r) for r in args.roots],
+            "init_from": _lineage(init),
         },
         "context_len": L,
     }

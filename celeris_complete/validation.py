@@ -96,14 +96,20 @@ def held_out_tokens(model_dir: Path, tok: CodeTokenizer, roots: list[Path] | Non
 
 
 def validate_model_dir(
-    model_dir: Path, roots: list[Path] | None = None, batches: int = 16, precision: str = "auto"
+    model_dir: Path,
+    roots: list[Path] | None = None,
+    batches: int = 16,
+    precision: str = "auto",
+    context_len: int | None = None,
 ) -> dict:
     from .train import pick_autocast
 
     loaded = load_model_dir(model_dir)
     tokens, found = held_out_tokens(Path(model_dir), loaded.tokenizer, roots)
-    context_len = int(loaded.meta.get("context_len", 384))
+    context_len = context_len or int(loaded.meta.get("context_len", 384))
+    if context_len + 64 > loaded.config.max_positions:
+        raise CelerisError(f"--context-len {context_len}: the model takes at most {loaded.config.max_positions - 64}")
     max_suffix = int(loaded.meta.get("training", {}).get("args", {}).get("max_suffix", 128))
     sampler = SpanSampler(tokens, loaded.tokenizer, context_len, max_suffix)
     figures = evaluate(loaded.model, sampler, loaded.tokenizer, "cpu", pick_autocast(precision, "cpu"), batches)
-    return {**figures, **found, "tokens": int(tokens.size)}
+    return {**figures, **found, "tokens": int(tokens.size), "context_len": context_len}

@@ -65,9 +65,23 @@ def test_int8_runs(tiny_model_dir):
     assert isinstance(done.text, str)
 
 
+def test_bf16_runs(tiny_model_dir):
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = make_engine(tiny_model_dir, quant="bf16")
+    assert next(engine.model.parameters()).dtype == torch.bfloat16
+    assert isinstance(engine.complete(PREFIX, "\n").text, str)
+
+
 def test_unavailable_choices_are_clear(tiny_model_dir):
     with pytest.raises(CelerisError, match="fp16 is not offered by the onnx backend"):
         make_engine(tiny_model_dir, backend="onnx", quant="fp16")
+    with pytest.raises(CelerisError, match="bf16 is not offered by the onnx backend"):
+        make_engine(tiny_model_dir, backend="onnx", quant="bf16")
     with pytest.raises(CelerisError, match="fp16 needs a CUDA device"):
         make_engine(tiny_model_dir, quant="fp16", device="cpu")
 

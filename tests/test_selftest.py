@@ -22,6 +22,9 @@ def test_report_and_verdict(tiny_model_dir):
     generous = run_selftest(engine, budget_ms=60_000, requests=4, keystrokes=2)
     assert generous["verdict"] == "pass" and generous["advice"] == []
     assert generous["keystroke_ms"]["n"] == 8 and generous["cache_miss_ms"]["n"] == 4
+    long = generous["long_context_ms"]  # the tiny model holds less than 1k tokens: its limit is used
+    assert long["n"] == 4 and long["context_tokens_p50"] > 0.8 * long["model_max_context"]
+    assert long["context_tokens_p50"] > engine.settings.prefix_tokens or long["model_max_context"] < 1024
     assert generous["cache"]["misses"] >= 4 and generous["cache"]["hits"] + generous["cache"]["partial"] >= 8
     # Keystrokes reuse the cached context: far less encoding than a new place.
     phases = generous["phases_ms_p50"]

@@ -56,6 +56,24 @@ def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, mon
         assert (wa[k] == wb[k]).all(), k
 
 
+def test_init_from_continues_a_model_on_longer_contexts(tiny_model_dir, small_corpus, tmp_path):
+    import torch
+
+    base = load_model_dir(tiny_model_dir)
+    args = {**TINY, "context_len": [64, 256], "lr": 1e-12}  # a negligible rate: the weights stay the start's
+    out = train(TrainArgs(output=tmp_path / "x", roots=[small_corpus], steps=3, init_from=tiny_model_dir, **args))
+    grown = load_model_dir(out)
+    assert grown.config.max_positions >= 256 + 64 > base.config.max_positions
+    assert {**grown.config.to_dict(), "max_positions": 0} == {**base.config.to_dict(), "max_positions": 0}
+    assert grown.tokenizer.token_bytes == base.tokenizer.token_bytes
+    start = base.model.state_dict()
+    for name, tensor in grown.model.state_dict().items():
+        assert torch.allclose(tensor, start[name], atol=1e-6), name
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert training["init_from"]["path"] == str(tiny_model_dir) and training["init_from"]["steps"] == 4
+    assert training["context_lens"] == {"64": 2, "256": 1} and training["context_len"] == 256
+
+
 def test_empty_corpus_fails_clearly(tmp_path):
     (tmp_path / "src").mkdir()
     with pytest.raises(CelerisError, match="corpus is empty"):

@@ -1,0 +1,39 @@
+"""What this machine has: CPU model and cores, bf16 matrix units, a CUDA GPU."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+
+def cpu_has_bf16_units() -> bool:
+    """Native bf16 matrix units (Intel AMX): where bf16 beats fp32 on the CPU."""
+    try:
+        return bool(torch.cpu._is_amx_tile_supported())
+    except AttributeError:
+        return False
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware() -> dict:
+    info = {
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda_gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cpu_bf16_units": cpu_has_bf16_units(),
+    }
+    return info
