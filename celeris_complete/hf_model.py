@@ -40,6 +40,7 @@ import torch
 from .context import Context
 from .diffusion import SpecialIds
 from .errors import CelerisError
+from .hardware import cpu_has_bf16_units
 
 CONFIG = "config.json"
 # Architectures whose transformers class is used directly, with a full attention mask (tested).
@@ -257,7 +258,7 @@ class HfDiffusionModel:
             raise CelerisError("transformers models need the transformers package: pip install -e '.[hf]'") from None
 
         if quant == "int8" and device != "cpu":
-            raise CelerisError("quant int8 runs on the CPU; use fp16 (or none: bf16) on CUDA")
+            raise CelerisError("quant int8 runs on the CPU; use fp16 or bf16 (none means bf16) on CUDA")
         if quant == "fp16" and device == "cpu":
             raise CelerisError("quant fp16 needs a CUDA device; use int8, bf16 or none on the CPU")
         with quiet_transformers():
@@ -283,6 +284,8 @@ class HfDiffusionModel:
             dtype = torch.float16 if quant == "fp16" or not torch.cuda.is_bf16_supported() else torch.bfloat16
             self.precision, per_param = ("fp16" if dtype == torch.float16 else "bf16"), 2
         elif quant == "bf16":
+            if not cpu_has_bf16_units():
+                warnings.warn("this CPU has no bf16 matrix units (AMX): quant bf16 will be slow", stacklevel=3)
             dtype, self.precision, per_param = torch.bfloat16, "bf16", 2
         else:
             dtype, self.precision, per_param = torch.float32, "fp32", 4  # int8 quantizes after loading in fp32

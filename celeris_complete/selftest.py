@@ -28,15 +28,21 @@ def sample_cursors(n: int, seed: int = 0, min_offset: int = 0) -> list[tuple[str
     ``min_offset`` characters in)."""
     rng = random.Random(seed)
     files = sorted(SOURCES.glob("*.py"))
-    texts = [t for t in (p.read_text(encoding="utf-8") for p in files) if len(t) > min_offset + 200]
+    texts = [p.read_text(encoding="utf-8") for p in files]
+    if min_offset:
+        texts = [t for t in texts if t[min_offset:].strip()]
+        if not texts:
+            raise ValueError(f"no source file here is longer than {min_offset} characters")
     out = []
     while len(out) < n:
         text = rng.choice(texts)
         lines = text.split("\n")
         i = rng.randrange(1, len(lines) - 1)
         line = lines[i]
+        if not line.strip():
+            continue
         start = sum(len(x) + 1 for x in lines[:i])
-        if not line.strip() or start < min_offset:
+        if start < min_offset:
             continue
         indent = len(line) - len(line.lstrip())
         if rng.random() < 0.5:
@@ -134,6 +140,7 @@ def run_selftest(
             keystroke.append(done.timings_ms["total"])
             keystroke_encode.append(done.timings_ms["context_encode"])
     speedup = one_token_per_step(engine, cursors[: max(4, requests // 3)])
+    cache_stats = vars(engine.cache.stats).copy()
     long_requests = max(4, requests // 2) if long_requests is None else long_requests
     long_context = long_context_latency(engine, long_requests) if long_requests else None
     keystroke_s, miss_s = summarize(keystroke), summarize(miss)
@@ -151,7 +158,7 @@ def run_selftest(
         "budget_ms": budget_ms,
         "keystroke_ms": keystroke_s,  # the context was cached up to the typed characters
         "cache_miss_ms": miss_s,  # a new place in a file: the whole context encoded
-        "long_context_ms": long_context,  # a new place with a 1k-token context
+        "long_context_ms": long_context,  # a new place with a 1k-token context (or the model's most)
         "phases_ms_p50": {
             **{k: round(percentile(v, 50), 3) for k, v in phases.items()},
             "context_encode_keystroke": round(percentile(keystroke_encode, 50), 3),
@@ -159,7 +166,7 @@ def run_selftest(
         },
         "tokens_per_second": round(tokens / refine_s, 1) if refine_s else None,
         "one_token_per_step": speedup,
-        "cache": vars(engine.cache.stats).copy(),
+        "cache": cache_stats,
     }
     ok = keystroke_s["p95"] <= budget_ms and miss_s["p95"] <= budget_ms
     result["verdict"] = "pass" if ok else "fail"
@@ -202,8 +209,9 @@ def render(result: dict) -> str:
         f"({m['n']} requests, uncached)",
         *(
             [
-                f"1k context p50 {lc['p50']:.1f} ms  p95 {lc['p95']:.1f} ms  p99 {lc['p99']:.1f} ms  "
-                f"({lc['n']} requests, uncached, {lc['context_tokens_p50']} context tokens)"
+                f"long ctx   p50 {lc['p50']:.1f} ms  p95 {lc['p95']:.1f} ms  p99 {lc['p99']:.1f} ms  "
+                f"({lc['n']} requests, uncached, {lc['context_tokens_p50']} context tokens: "
+                f"{'the 1k target' if lc['context_tokens_p50'] >= 0.9 * LONG_CONTEXT else 'the model holds no more'})"
             ]
             if (lc := result.get("long_context_ms"))
             else []

@@ -152,11 +152,15 @@ def save_checkpoint(path: Path, model, opt, meta: dict, np_rng, torch_rng: torch
     tmp.replace(path)  # never a half-written checkpoint
 
 
-def load_checkpoint(path: Path, model, opt, np_rng, torch_rng: torch.Generator) -> dict:
+def checkpoint_meta(path: Path) -> dict:
     from safetensors import safe_open
 
     with safe_open(str(path), "pt") as f:
-        meta = json.loads(f.metadata()["meta"])
+        return json.loads(f.metadata()["meta"])
+
+
+def load_checkpoint(path: Path, model, opt, np_rng, torch_rng: torch.Generator) -> dict:
+    meta = checkpoint_meta(path)
     tensors = load_file(str(path))
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     params = dict(model.named_parameters())
@@ -220,13 +224,21 @@ def train(args: TrainArgs) -> Path:
     work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
     given = [args.context_len] if isinstance(args.context_len, int) else args.context_len
-    lengths = sorted(given or [preset["context_len"]])
+    lengths = sorted(set(given or [preset["context_len"]]))
+    if lengths[0] <= args.max_suffix + 2:
+        raise CelerisError(
+            f"--context-len {lengths[0]}: too short, a context holds up to {args.max_suffix} suffix tokens"
+        )
     L = lengths[-1]
+    if args.init_from and any(getattr(args, k) is not None for k in ("d_model", "n_layers", "n_heads")):
+        raise CelerisError(
+            "--init-from keeps the starting model's architecture: leave out --d-model, --n-layers, --n-heads"
+        )
     init = load_model_dir(args.init_from) if args.init_from else None
     tok, train_bin, val_bin = prepare_data(args, work, progress, init.tokenizer if init else None)
+    if init is not None and tok.token_bytes != init.tokenizer.token_bytes:
+        raise CelerisError(f"{work}: holds data made with another tokenizer than {args.init_from}'s; remove it")
     if init is not None:
-        if tok.special_ids() != init.tokenizer.special_ids() or tok.bpe_vocab_size != init.tokenizer.bpe_vocab_size:
-            raise CelerisError(f"{work}: holds data from another tokenizer than {args.init_from}'s; remove it")
         cfg = ModelConfig.from_dict(
             {**init.config.to_dict(), "max_positions": max(init.config.max_positions, L + max(CANVAS_CHOICES) + 64)}
         )
@@ -250,8 +262,19 @@ def train(args: TrainArgs) -> Path:
     np_rng = np.random.default_rng(args.seed)
     torch_rng = torch.Generator().manual_seed(args.seed)
     ckpt = work / "checkpoint.safetensors"
-    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "history": []}
+    run = {
+        "init_from": str(args.init_from) if args.init_from else None,
+        "context_lens": lengths,
+        "model": cfg.to_dict(),
+    }
+    state = {"step": 0, "elapsed": 0.0, "tokens": 0, "history": [], "run": run}
     if ckpt.exists():
+        earlier = checkpoint_meta(ckpt).get("run")
+        if earlier is not None and earlier != run:
+            differ = ", ".join(k for k in run if earlier.get(k) != run[k])
+            raise CelerisError(
+                f"{ckpt}: a run with another {differ} ({earlier}); give the same options to resume it, or remove {work}"
+            )
         state.update(load_checkpoint(ckpt, model, opt, np_rng, torch_rng))
         state.pop("opt_step", None)
         progress.show(f"resumed from {ckpt} at step {state['step']}", final=True)

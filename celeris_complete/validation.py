@@ -106,10 +106,13 @@ def validate_model_dir(
 
     loaded = load_model_dir(model_dir)
     tokens, found = held_out_tokens(Path(model_dir), loaded.tokenizer, roots)
-    context_len = context_len or int(loaded.meta.get("context_len", 384))
-    if context_len + 64 > loaded.config.max_positions:
-        raise CelerisError(f"--context-len {context_len}: the model takes at most {loaded.config.max_positions - 64}")
     max_suffix = int(loaded.meta.get("training", {}).get("args", {}).get("max_suffix", 128))
+    if context_len is None:
+        context_len = int(loaded.meta.get("context_len", 384))
+    if not max_suffix + 2 < context_len <= loaded.config.max_positions - 64:
+        raise CelerisError(
+            f"--context-len {context_len}: this model takes {max_suffix + 3} to {loaded.config.max_positions - 64}"
+        )
     sampler = SpanSampler(tokens, loaded.tokenizer, context_len, max_suffix)
     figures = evaluate(loaded.model, sampler, loaded.tokenizer, "cpu", pick_autocast(precision, "cpu"), batches)
     return {**figures, **found, "tokens": int(tokens.size), "context_len": context_len}

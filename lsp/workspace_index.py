@@ -109,9 +109,10 @@ class WorkspaceIndexer:
             self.observer.stop()
         self.events.put(("stop", None))
 
-    def wanted(self, path: Path, is_dir: bool = False) -> bool:
+    def wanted(self, path: Path, is_dir: bool = False, folders_checked: bool = False) -> bool:
         """Not ignored or secret, judged on the path and on every folder above it up to the root
-        (an event for a file inside a skipped folder must not bring it in)."""
+        (an event for a file inside a skipped folder must not bring it in).  ``folders_checked``:
+        the folders above were judged already (the scan only walks into wanted folders)."""
         try:
             rel = path.relative_to(self.root)
         except ValueError:
@@ -119,12 +120,13 @@ class WorkspaceIndexer:
         # Globs match below the root (a project that lives in, say, ~/secret-work/ is still indexed).
         if path.name in NEVER_INDEX or matches(rel.as_posix(), self.skip_globs):
             return False
-        for i in range(1, len(rel.parts)):
-            folder = PurePosixPath(*rel.parts[:i])
-            if matches(folder.as_posix(), self.skip_globs):
-                return False
-            if self.gitignore.ignored(self.root / folder, is_dir=True):
-                return False
+        if not folders_checked:
+            for i in range(1, len(rel.parts)):
+                folder = PurePosixPath(*rel.parts[:i])
+                if matches(folder.as_posix(), self.skip_globs):
+                    return False
+                if self.gitignore.ignored(self.root / folder, is_dir=True):
+                    return False
         return not self.gitignore.ignored(path, is_dir)
 
     @staticmethod
@@ -142,12 +144,12 @@ class WorkspaceIndexer:
             here = Path(folder)
             if ".gitignore" in names:
                 self.gitignore.load(here)
-            dirs[:] = sorted(d for d in dirs if self.wanted(here / d, is_dir=True))
+            dirs[:] = sorted(d for d in dirs if self.wanted(here / d, is_dir=True, folders_checked=True))
             for name in sorted(names):
                 path = here / name
                 if len(seen) >= MAX_FILES:
                     break
-                if self.is_source(path) and self.wanted(path) and self._index_file(path):
+                if self.is_source(path) and self.wanted(path, folders_checked=True) and self._index_file(path):
                     seen.add(str(path))
                 time.sleep(0.001)  # let the model thread have the interpreter
         for source in self.index.sources():

@@ -197,3 +197,37 @@ def test_files_inside_a_skipped_folder_are_never_indexed_even_by_events(tmp_path
         assert not indexer.wanted(tmp_path.resolve() / "secrets_dir" / "keys.py")
     finally:
         indexer.stop()
+
+
+def test_the_scan_indexes_exactly_the_files_a_full_check_wants(tmp_path):
+    """The scan judges only each file's own name (its folders were judged on the way down):
+    the result must equal a brute-force check of every file against every folder above it."""
+    layout = {
+        ".gitignore": "build/\n*.log\n!keep.log\n",
+        "app.py": "def app_main(): pass\n",
+        "build/gen.py": "def generated(): pass\n",
+        "pkg/.gitignore": "local_*\n!local_keep.py\ndeep/skip/\n",
+        "pkg/local_a.py": "x = 1\n",
+        "pkg/local_keep.py": "x = 2\n",
+        "pkg/deep/ok.py": "x = 3\n",
+        "pkg/deep/skip/no.py": "x = 4\n",
+        "pkg/deep/more/.gitignore": "*.py\n",
+        "pkg/deep/more/hidden.py": "x = 5\n",
+        "pkg/deep/more/shown.toml": "x = 6\n",
+        "vault_secret/cfg.py": "x = 7\n",
+        "src/credentials.py": "x = 8\n",
+        "src/tool.py": "x = 9\n",
+    }
+    for rel, text in layout.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    index = SnippetIndex()
+    indexer = WorkspaceIndexer(tmp_path, index, ("*secret*", "credentials*"))
+    indexer.scan()
+    root = tmp_path.resolve()
+    brute = {str(p) for p in root.rglob("*") if p.is_file() and indexer.is_source(p) and indexer.wanted(p)}
+    assert set(index.sources()) == brute
+    assert brute == {
+        str(root / r)
+        for r in ("app.py", "pkg/local_keep.py", "pkg/deep/ok.py", "pkg/deep/more/shown.toml", "src/tool.py")
+    }

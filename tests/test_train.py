@@ -8,6 +8,8 @@ from celeris_complete.model_dir import load_model_dir
 from celeris_complete.train import TrainArgs, train
 from tests.conftest import TINY
 
+TINY_DATA = {k: v for k, v in TINY.items() if k not in ("d_model", "n_layers", "n_heads")}  # for --init-from
+
 
 def test_pipeline_writes_a_loadable_model_dir(tiny_model_dir):
     loaded = load_model_dir(tiny_model_dir)
@@ -56,12 +58,23 @@ def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, mon
         assert (wa[k] == wb[k]).all(), k
 
 
-def test_init_from_continues_a_model_on_longer_contexts(tiny_model_dir, small_corpus, tmp_path):
+def test_init_from_continues_a_model_on_longer_contexts(tiny_model_dir, small_corpus, tmp_path, monkeypatch):
     import torch
 
+    from celeris_complete import data
+
+    drawn = []
+    real_sample = data.SpanSampler.sample
+
+    def recording(self, rng, batch, canvas):
+        drawn.append((self.context_len, batch))
+        return real_sample(self, rng, batch, canvas)
+
+    monkeypatch.setattr(data.SpanSampler, "sample", recording)
     base = load_model_dir(tiny_model_dir)
-    args = {**TINY, "context_len": [64, 256], "lr": 1e-12}  # a negligible rate: the weights stay the start's
-    out = train(TrainArgs(output=tmp_path / "x", roots=[small_corpus], steps=3, init_from=tiny_model_dir, **args))
+    args = {**TINY_DATA, "context_len": [64, 256], "lr": 1e-12}  # a negligible rate: the weights stay the start's
+    out = train(TrainArgs(output=tmp_path / "x", roots=[small_corpus], steps=8, init_from=tiny_model_dir, **args))
+    assert {(64, 2), (256, 1)} <= set(drawn)  # both lengths, the longer in smaller batches
     grown = load_model_dir(out)
     assert grown.config.max_positions >= 256 + 64 > base.config.max_positions
     assert {**grown.config.to_dict(), "max_positions": 0} == {**base.config.to_dict(), "max_positions": 0}
@@ -72,6 +85,24 @@ def test_init_from_continues_a_model_on_longer_contexts(tiny_model_dir, small_co
     training = json.loads((out / "config.json").read_text())["training"]
     assert training["init_from"]["path"] == str(tiny_model_dir) and training["init_from"]["steps"] == 4
     assert training["context_lens"] == {"64": 2, "256": 1} and training["context_len"] == 256
+
+
+def test_init_from_refuses_data_of_another_tokenizer(tiny_model_dir, small_corpus, tmp_path):
+    out = tmp_path / "m"
+    train(TrainArgs(output=out, roots=[small_corpus], steps=1, **{**TINY, "vocab_size": 620}))
+    with pytest.raises(CelerisError, match="another tokenizer"):
+        train(TrainArgs(output=out, roots=[small_corpus], steps=2, init_from=tiny_model_dir, **TINY_DATA))
+    with pytest.raises(CelerisError, match="keeps the starting model's architecture"):
+        train(TrainArgs(output=tmp_path / "n", roots=[small_corpus], steps=2, init_from=tiny_model_dir, **TINY))
+
+
+def test_resume_refuses_other_run_settings(small_corpus, tmp_path):
+    out = tmp_path / "m"
+    train(TrainArgs(output=out, roots=[small_corpus], steps=1, **TINY))
+    with pytest.raises(CelerisError, match="context_lens"):
+        train(TrainArgs(output=out, roots=[small_corpus], steps=2, **{**TINY, "context_len": [64, 128]}))
+    with pytest.raises(CelerisError, match="too short"):
+        train(TrainArgs(output=tmp_path / "n", roots=[small_corpus], steps=1, **{**TINY, "context_len": 10}))
 
 
 def test_empty_corpus_fails_clearly(tmp_path):
