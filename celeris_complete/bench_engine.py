@@ -12,9 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from .engine import Engine
+from .hardware import cpu_has_bf16_units
 from .selftest import run_selftest
 
-DEFAULT_CONFIGS = ("torch:none", "torch:int8", "onnx:none", "onnx:int8")
+
+def default_configs() -> list[str]:
+    """fp32 and int8 on both backends, and PyTorch bf16 where the CPU has bf16 matrix units."""
+    configs = ["torch:none", "torch:int8", "onnx:none", "onnx:int8"]
+    return configs[:2] + ["torch:bf16"] + configs[2:] if cpu_has_bf16_units() else configs
 
 
 def validation_exact_match(engine: Engine, samples: int, seed: int = 0) -> dict:

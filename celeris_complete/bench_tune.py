@@ -25,7 +25,7 @@ GRID: dict[str, list] = {
     "steps": [1, 2, 3, 4, 6, 8],
     "threshold": [0.7, 0.9, 1.0],
     "canvas_line": [16, 24, 32],
-    "prefix_tokens": [192, 256, 320],
+    "prefix_tokens": [192, 256, 320, 512],
 }
 
 

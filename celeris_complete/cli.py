@@ -234,9 +234,10 @@ def bench_quality(
 
 @bench_app.command("engine")
 def bench_engine(
-    configs: Annotated[str, typer.Option(help="Comma-separated backend:quant pairs.")] = ",".join(
-        ("torch:none", "torch:int8", "onnx:none", "onnx:int8")
-    ),
+    configs: Annotated[
+        Optional[str],
+        typer.Option(help="Comma-separated backend:quant pairs (default: fp32 and int8 of both, bf16 where AMX)."),
+    ] = None,
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
     requests: Annotated[int, typer.Option(help="Places in files per configuration.")] = 24,
     samples: Annotated[int, typer.Option(help="Held-out spans for exact match.")] = 200,
@@ -245,9 +246,10 @@ def bench_engine(
 ) -> None:
     """Latency (cached and not), tokens/s, speedup over one token per step, exact match and peak memory
     for each backend and quantization, each in a fresh process; prints a Markdown table."""
-    from .bench_engine import run_all, save, table
+    from .bench_engine import default_configs, run_all, save, table
 
-    rows = run_all([c.strip() for c in configs.split(",") if c.strip()], model, requests, samples, threads)
+    chosen = [c.strip() for c in configs.split(",") if c.strip()] if configs else default_configs()
+    rows = run_all(chosen, model, requests, samples, threads)
     if output:
         save(rows, output)
     typer.echo(table(rows))
