@@ -1,7 +1,8 @@
 #!/bin/sh
 # The project's GPU training run, for the lent GPU machine (the `device` tool's `run`):
 #   run(command="sh scripts/device_train.sh", timeout_s=600)
-# It trains with `celeris-complete train --preset gpu` (d_model 384, 8 layers, context 512: sized so that
+# It trains with `celeris-complete train --preset gpu` (d_model 384, 8 layers; contexts of 512 and 1,024
+# tokens, CONTEXT_LENS to change them; sized so that
 # the result should still answer inside the CPU keystroke budget; check with `bench engine` here before
 # shipping it) for MINUTES (default 8.5) on the machine's own Python standard library, and returns the
 # model directory under $OUT as tar parts of at most 15 MiB (the device tool returns files of at most
@@ -15,7 +16,10 @@ PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
 "$PY" -c "import torch; print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))"
 if [ "${REQUIRE_CUDA:-1}" = 1 ]; then "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU'"; fi
-"$PY" -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-8.5}" 2>&1 | tee "$OUT/train.log"
+lens=""
+for n in ${CONTEXT_LENS:-512 1024}; do lens="$lens --context-len $n"; done
+# shellcheck disable=SC2086
+"$PY" -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-8.5}" $lens 2>&1 | tee "$OUT/train.log"
 "$PY" -m celeris_complete.cli eval --model /tmp/gpu-model 2>&1 | tee -a "$OUT/train.log" || true
 test -f /tmp/gpu-model/model.safetensors || { echo "training wrote no model" >&2; exit 1; }
 rm -rf /tmp/gpu-model/.work
