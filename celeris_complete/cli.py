@@ -155,7 +155,7 @@ def selftest(
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU), bf16 (AMX CPU, CUDA), fp16 (CUDA).")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -225,6 +225,7 @@ def bench_quality(
         fail(str(exc))
     keys = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens", "quant", "device")
     result["settings"] = {k: engine.settings.values[k] for k in keys}  # as used, with the model's recommendations
+    result["settings"]["quant"] = engine.quant  # auto resolved
     result["model"] = str(engine.path)
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
@@ -481,7 +482,7 @@ def infill(
     max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="none, int8 (CPU), bf16 (AMX CPU, CUDA), fp16 (CUDA).")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")

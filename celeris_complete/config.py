@@ -43,9 +43,10 @@ OPTIONS: dict[str, Option] = {
     "device": Option(str, "auto", "Device.", choices=("auto", "cpu", "cuda")),
     "quant": Option(
         str,
-        "none",
-        "Quantization: int8 (CPU), bf16 (CPUs with AMX, or CUDA), fp16 (CUDA).",
-        choices=("none", "int8", "bf16", "fp16"),
+        "auto",
+        "Quantization: int8 (CPU), bf16 (CPUs with AMX, or CUDA), fp16 (CUDA); auto: bf16 on CPUs with AMX "
+        "(PyTorch backend, our own models), none elsewhere.",
+        choices=("auto", "none", "int8", "bf16", "fp16"),
     ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),

@@ -14,8 +14,18 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def engine(shipped_model_dir):
-    return Engine(load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "none"))
+def engine(shipped_model_dir):  # fp32: the reference the other backends and quantizations are compared with
+    settings = load_settings(
+        {"model": str(shipped_model_dir), "quant": "none"}, environ={}, user_file=shipped_model_dir / "none"
+    )
+    return Engine(settings)
+
+
+def test_quant_auto_is_bf16_only_where_the_cpu_has_amx(shipped_model_dir):
+    from celeris_complete.hardware import cpu_has_bf16_units
+
+    auto = Engine(load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "x"))
+    assert auto.quant == ("bf16" if cpu_has_bf16_units() else "none")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ def test_report_and_verdict(tiny_model_dir):
     assert generous["verdict"] == "pass" and generous["advice"] == []
     assert generous["keystroke_ms"]["n"] == 8 and generous["cache_miss_ms"]["n"] == 4
     long = generous["long_context_ms"]  # the tiny model holds less than 1k tokens: its limit is used
-    assert long["n"] == 4 and 0.75 * long["model_max_context"] <= long["context_tokens_p50"]
+    assert long["n"] == 4 and 0.5 * long["model_max_context"] <= long["context_tokens_p50"]  # short suffixes too
     assert long["context_tokens_p50"] <= long["model_max_context"] < 1024
     assert generous["cache"]["misses"] >= 4 and generous["cache"]["hits"] + generous["cache"]["partial"] >= 8
     # Keystrokes reuse the cached context: far less encoding than a new place.
@@ -63,7 +63,7 @@ def test_long_context_fills_the_shipped_model_up_to_1k_tokens(shipped_model_dir)
     before = engine.settings
     long = long_context_latency(engine, requests=3)
     expected = min(LONG_CONTEXT, engine.max_context - 8)
-    assert long["n"] == 3 and 0.75 * expected <= long["context_tokens_p50"] <= expected
+    assert long["n"] == 3 and 0.6 * expected <= long["context_tokens_p50"] <= expected
     assert engine.settings is before  # the measurement's wide budget is gone again
 
 

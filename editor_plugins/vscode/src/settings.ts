@@ -14,7 +14,7 @@ export function serverSettings(s: ExtensionSettings): Record<string, unknown> {
   const out: Record<string, unknown> = { ...(s.serverSettings ?? {}) };
   if (s.model) out.model = s.model;
   if (s.backend && s.backend !== "auto") out.backend = s.backend;
-  if (s.quant && s.quant !== "none") out.quant = s.quant;
+  if (s.quant && s.quant !== "auto") out.quant = s.quant;
   if (typeof s.steps === "number" && Number.isInteger(s.steps) && s.steps > 0) out.steps = s.steps;
   if (typeof s.budgetMs === "number" && s.budgetMs > 0) out.budget_ms = s.budgetMs;
   return out;

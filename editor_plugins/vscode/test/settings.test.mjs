@@ -7,7 +7,8 @@ const { serverSettings, statusText } = require("../dist/settings.js");
 
 test("only set values are sent, under the server's names", () => {
   assert.deepEqual(serverSettings({}), {});
-  assert.deepEqual(serverSettings({ backend: "auto", quant: "none", steps: null }), {});
+  assert.deepEqual(serverSettings({ backend: "auto", quant: "auto", steps: null }), {});
+  assert.deepEqual(serverSettings({ quant: "none" }), { quant: "none" }); // fp32 asked for: not the default
   assert.deepEqual(
     serverSettings({ model: "/m", backend: "onnx", quant: "int8", steps: 6, budgetMs: 80 }),
     { model: "/m", backend: "onnx", quant: "int8", steps: 6, budget_ms: 80 },
