@@ -18,8 +18,8 @@ from .selftest import run_selftest
 
 def default_configs() -> list[str]:
     """fp32 and int8 on both backends, and PyTorch bf16 where the CPU has bf16 matrix units."""
-    configs = ["torch:none", "torch:int8", "onnx:none", "onnx:int8"]
-    return configs[:2] + ["torch:bf16"] + configs[2:] if cpu_has_bf16_units() else configs
+    bf16 = ["torch:bf16"] if cpu_has_bf16_units() else []
+    return ["torch:none", "torch:int8", *bf16, "onnx:none", "onnx:int8"]
 
 
 def validation_exact_match(engine: Engine, samples: int, seed: int = 0) -> dict:

@@ -236,19 +236,19 @@ def train(args: TrainArgs) -> Path:
         )
     init = load_model_dir(args.init_from) if args.init_from else None
     tok, train_bin, val_bin = prepare_data(args, work, progress, init.tokenizer if init else None)
-    if init is not None and tok.token_bytes != init.tokenizer.token_bytes:
-        raise CelerisError(f"{work}: holds data made with another tokenizer than {args.init_from}'s; remove it")
+    positions = L + max(CANVAS_CHOICES) + 64
     if init is not None:
-        cfg = ModelConfig.from_dict(
-            {**init.config.to_dict(), "max_positions": max(init.config.max_positions, L + max(CANVAS_CHOICES) + 64)}
-        )
+        if tok.token_bytes != init.tokenizer.token_bytes:
+            raise CelerisError(f"{work}: holds data made with another tokenizer than {args.init_from}'s; remove it")
+        grown = max(init.config.max_positions, positions)
+        cfg = ModelConfig.from_dict({**init.config.to_dict(), "max_positions": grown})
     else:
         cfg = ModelConfig(
             vocab_size=math.ceil(tok.vocab_size / 64) * 64,
             d_model=preset["d_model"],
             n_layers=preset["n_layers"],
             n_heads=preset["n_heads"],
-            max_positions=L + max(CANVAS_CHOICES) + 64,
+            max_positions=positions,
             max_canvas=max(CANVAS_CHOICES),
         )
     model = InfillModel(cfg)
