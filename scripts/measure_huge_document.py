@@ -3,7 +3,6 @@
 Usage: .venv/bin/python scripts/measure_huge_document.py
 """
 
-import asyncio
 import sys
 import time
 from pathlib import Path

@@ -30,8 +30,10 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         return row
 
-    best = max((run(steps=4, eos_penalty=p) for p in (0.0, 0.5, 1.0, 2.0, 3.0)),
-               key=lambda r: (r["exact_match"], -r["empty_rate"]))
+    best = max(
+        (run(steps=4, eos_penalty=p) for p in (0.0, 0.5, 1.0, 2.0, 3.0)),
+        key=lambda r: (r["exact_match"], -r["empty_rate"]),
+    )
     for steps in (1, 2, 8):
         run(steps=steps, eos_penalty=best["eos_penalty"])
     Path("results").mkdir(exist_ok=True)
