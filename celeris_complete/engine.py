@@ -29,6 +29,7 @@ from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, span_toke
 from .errors import CelerisError
 from .hardware import cpu_has_bf16_units
 from .hf_model import is_transformers_dir
+from .model import quantize_int8
 from .model_dir import default_model_dir, load_model_dir
 from .postprocess import choose_mode, postprocess
 
@@ -94,7 +95,7 @@ class Engine:
                 raise CelerisError("quant int8 runs on the CPU; use fp16 on CUDA")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # torch's own deprecation notice for quantized tensors
-                self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
+                self.model = quantize_int8(self.model)
         elif quant == "fp16":
             if device == "cpu":
                 raise CelerisError("quant fp16 needs a CUDA device; use int8, bf16 or none on the CPU")
