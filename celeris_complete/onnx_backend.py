@@ -137,16 +137,16 @@ class OnnxModel:
         except ImportError:
             raise CelerisError("onnxruntime is not installed (pip install 'celeris-complete[onnx]')") from None
         self.cfg = model.cfg
-        graphs = cache_dir_for(weights)
-        prefix = "int8-" if quant == "int8" else ""
-        if not (graphs / (prefix + SPAN_GRAPH)).exists() or not (graphs / (prefix + CONTEXT_GRAPH)).exists():
-            print(f"celeris-complete: exporting the model to ONNX once, into {graphs}", file=sys.stderr)
-            export(model, graphs, int8=True)
         providers = ["CPUExecutionProvider"]
         if device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise CelerisError("onnxruntime has no CUDA execution provider (pip install onnxruntime-gpu)")
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        graphs = cache_dir_for(weights)
+        prefix = "int8-" if quant == "int8" else ""
+        if not (graphs / (prefix + SPAN_GRAPH)).exists() or not (graphs / (prefix + CONTEXT_GRAPH)).exists():
+            print(f"celeris-complete: exporting the model to ONNX once, into {graphs}", file=sys.stderr)
+            export(model, graphs, int8=True)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or (os.cpu_count() or 1)
         options.inter_op_num_threads = 1

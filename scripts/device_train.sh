@@ -1,25 +1,33 @@
 #!/bin/sh
-# The project's GPU training run, for the lent GPU machine (the `device` tool's `run`):
+# The project's GPU run, for the lent GPU machine (the `device` tool's `run`):
 #   run(command="sh scripts/device_train.sh", timeout_s=600)
-# It trains with `celeris-complete train --preset gpu` (d_model 384, 8 layers; contexts of 512 and 1,024
-# tokens, CONTEXT_LENS to change them; sized so that
-# the result should still answer inside the CPU keystroke budget; check with `bench engine` here before
-# shipping it) for MINUTES (default 8.5) on the machine's own Python standard library, and returns the
-# model directory under $OUT as tar parts of at most 15 MiB (the device tool returns files of at most
-# 16 MiB, 64 MiB in all; the weights travel as fp16), with the training log. Here, join and unpack them:
-#   cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
-# The machine's python3 already has torch (CUDA), tokenizers, safetensors, numpy and typer.
-# A smoke test on a CPU: OUT=/tmp/o PYTHON=.venv/bin/python REQUIRE_CUDA=0 MINUTES=0.2 sh scripts/device_train.sh
+# 1. About a minute: the engine's GPU paths with the shipped model (scripts/gpu_check.py: PyTorch CUDA
+#    fp32/fp16/bf16 and ONNX Runtime's CUDA provider if installed; agreement with the CPU, selftest's
+#    latency), into $OUT/gpu_check.json and $OUT/gpu_check.log.
+# 2. Training with `celeris-complete train --preset gpu` (d_model 384, 8 layers; contexts of 512 and
+#    1,024 tokens, CONTEXT_LENS to change them; sized so that the result should still answer inside
+#    the CPU keystroke budget: check with `bench engine` here before shipping it) for MINUTES
+#    (default 7) on the machine's own Python standard library. The model directory comes back under
+#    $OUT as tar parts of at most 15 MiB (the device tool returns files of at most 16 MiB, 64 MiB in
+#    all; the weights travel as fp16), with the training log. Here, join and unpack them:
+#      cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
+# The machine's python3 already has torch (CUDA), tokenizers, safetensors, numpy, typer and onnxruntime.
+# A smoke test on a CPU (gpu_check on CPU stand-ins):
+#   OUT=/tmp/o PYTHON=.venv/bin/python REQUIRE_CUDA=0 MINUTES=0.2 sh scripts/device_train.sh
 set -eu
 : "${OUT:?run this through the device tool: it sets OUT}"
 PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
 "$PY" -c "import torch; print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))"
 if [ "${REQUIRE_CUDA:-1}" = 1 ]; then "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU'"; fi
+# The GPU paths first: a failure there is a finding, not a reason to skip the training.
+check=""
+if [ "${REQUIRE_CUDA:-1}" != 1 ]; then check="--cpu"; export PLACES=4; fi
+timeout 150 "$PY" scripts/gpu_check.py $check "$OUT" 2>&1 | tee "$OUT/gpu_check.log" || true
 lens=""
 for n in ${CONTEXT_LENS:-512 1024}; do lens="$lens --context-len $n"; done
 # shellcheck disable=SC2086
-"$PY" -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-8.5}" $lens 2>&1 | tee "$OUT/train.log"
+"$PY" -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-7}" $lens 2>&1 | tee "$OUT/train.log"
 "$PY" -m celeris_complete.cli eval --model /tmp/gpu-model 2>&1 | tee -a "$OUT/train.log" || true
 test -f /tmp/gpu-model/model.safetensors || { echo "training wrote no model" >&2; exit 1; }
 rm -rf /tmp/gpu-model/.work
