@@ -48,6 +48,12 @@ OPTIONS: dict[str, Option] = {
         "(PyTorch backend, our own models), none elsewhere.",
         choices=("auto", "none", "int8", "bf16", "fp16"),
     ),
+    "trace": Option(
+        bool,
+        True,
+        "Run the refinement step as a traced TorchScript graph: the same answers with less overhead per step "
+        "(PyTorch backend, our own models).",
+    ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
     "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),

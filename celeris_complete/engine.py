@@ -32,6 +32,7 @@ from .hf_model import is_transformers_dir
 from .model import quantize_int8
 from .model_dir import default_model_dir, load_model_dir
 from .postprocess import choose_mode, postprocess
+from .traced import TracedModel
 
 __all__ = ["Cancelled", "Completion", "Engine"]
 
@@ -104,6 +105,11 @@ class Engine:
             if device == "cpu" and not cpu_has_bf16_units():
                 warnings.warn("this CPU has no bf16 matrix units (AMX): quant bf16 will be slow", stacklevel=2)
             self.model = self.model.to(torch.bfloat16)
+        if self.backend == "torch" and settings.trace:
+            try:
+                self.model = TracedModel(self.model, device, tok.mask_id)
+            except Exception as exc:  # an odd platform or model: the eager step gives the same answers
+                warnings.warn(f"could not trace the refinement step ({exc}); running it eagerly", stacklevel=2)
         unused = range(tok.vocab_size, loaded.config.vocab_size)
         self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
         self.cache = ContextCache(capacity=4)  # about 5 MB each at the full context

@@ -43,7 +43,7 @@ TIMINGS_NOTIFICATION = "celeris/timings"
 STATUS_REQUEST = "celeris/status"
 TRIM_EVERY = 100  # model calls between giving free heap memory back (see release_free_memory)
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
-ENGINE_KEYS = ("model", "backend", "device", "quant", "threads", "trust_remote_code")
+ENGINE_KEYS = ("model", "backend", "device", "quant", "trace", "threads", "trust_remote_code")
 SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens")
 
 

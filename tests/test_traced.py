@@ -1,0 +1,58 @@
+"""The traced refinement step (traced.py) on the real shipped model: the same answers as the eager one."""
+
+import pytest
+import torch
+
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Engine
+from celeris_complete.model_dir import load_model_dir
+from celeris_complete.traced import TracedModel
+
+PROMPTS = [
+    ("def add(a, b):\n    return ", "\n"),
+    ("import os\n\n\ndef list_dir(path):\n    return os.", "\n"),
+    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        ", "\n"),
+    ("for i in range(", "):\n    print(i)\n"),
+]
+
+
+def engine(model_dir, **overrides) -> Engine:
+    values = {"model": str(model_dir), **overrides}
+    return Engine(load_settings(values, environ={}, user_file=model_dir / "none"))
+
+
+@pytest.mark.parametrize("quant", ["none", "int8"])
+def test_traced_engine_answers_as_the_eager_one(shipped_model_dir, quant):
+    traced, eager = engine(shipped_model_dir, quant=quant), engine(shipped_model_dir, quant=quant, trace=False)
+    assert isinstance(traced.model, TracedModel) and not isinstance(eager.model, TracedModel)
+    for prefix, suffix in PROMPTS:
+        for mode in ("line", "block"):
+            assert traced.complete(prefix, suffix, mode=mode).raw == eager.complete(prefix, suffix, mode=mode).raw
+
+
+def test_traced_step_follows_context_length_and_canvas(shipped_model_dir):
+    loaded = load_model_dir(shipped_model_dir)
+    model = loaded.model.eval()
+    traced = TracedModel(model, "cpu", loaded.tokenizer.mask_id)
+    with torch.inference_mode():
+        for context, canvas in [(5, 1), (200, 24), (440, 64)]:
+            _, kv = model.encode_context(torch.randint(0, 8000, (1, context)))
+            slots = torch.randint(0, 8000, (1, canvas))
+            torch.testing.assert_close(traced.span_step(slots, kv), model.span_step(slots, kv))
+        _, kv = model.encode_context(torch.randint(0, 8000, (1, 460)))
+        with pytest.raises(ValueError, match="exceeds max_positions"):
+            traced.span_step(torch.randint(0, 8000, (1, 64)), kv)  # the eager model's bounds, kept
+
+
+def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no tracing here")
+
+    monkeypatch.setattr(torch.jit, "trace", broken)
+    with pytest.warns(UserWarning, match="could not trace the refinement step"):
+        fallback = engine(shipped_model_dir, quant="none")
+    assert not isinstance(fallback.model, TracedModel)
+    assert (
+        fallback.complete(*PROMPTS[0]).text
+        == engine(shipped_model_dir, quant="none", trace=False).complete(*PROMPTS[0]).text
+    )
