@@ -51,8 +51,8 @@ OPTIONS: dict[str, Option] = {
     "trace": Option(
         bool,
         True,
-        "Run the refinement step as a traced TorchScript graph: the same answers with less overhead per step "
-        "(PyTorch backend, our own models).",
+        "Run the refinement step and context encoding as traced TorchScript graphs: the same answers with less "
+        "overhead per call (PyTorch backend, our own models).",
     ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),

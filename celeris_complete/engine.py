@@ -109,7 +109,7 @@ class Engine:
             try:
                 self.model = TracedModel(self.model, device, tok.mask_id)
             except Exception as exc:  # an odd platform or model: the eager step gives the same answers
-                warnings.warn(f"could not trace the refinement step ({exc}); running it eagerly", stacklevel=2)
+                warnings.warn(f"could not trace the model ({exc}); running it eagerly", stacklevel=2)
         unused = range(tok.vocab_size, loaded.config.vocab_size)
         self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
         self.cache = ContextCache(capacity=4)  # about 5 MB each at the full context

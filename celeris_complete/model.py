@@ -89,14 +89,15 @@ class Attention(nn.Module):
         new_kv = (k, v)
         mask = None
         if past is not None:
+            p = past[0].shape[2]
             k = torch.cat((past[0], k), dim=2)
             v = torch.cat((past[1], v), dim=2)
-            if causal and t > 1:
-                # New context tokens see all of the past and causally among themselves.
-                p = past[0].shape[2]
-                mask = torch.ones(t, p + t, dtype=torch.bool, device=x.device).tril(diagonal=p)
+            if causal:
+                # New context tokens see all of the past and causally among themselves. (Built from
+                # positions, not Python numbers, so that a traced graph follows the lengths.)
+                mask = torch.arange(p + t, device=x.device) <= torch.arange(p, p + t, device=x.device)[:, None]
             causal = False
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and t > 1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         return self.proj(y.transpose(1, 2).reshape(b, t, d)), new_kv
 
 

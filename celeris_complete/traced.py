@@ -1,11 +1,11 @@
-"""The refinement step as a traced TorchScript graph.
+"""The model's inference calls as traced TorchScript graphs.
 
-For a model this small, a refinement step spends more time in Python dispatching about a hundred
-small operations than in arithmetic. Tracing ``InfillModel.span_step`` once, when the engine is
-built, records those operations as one graph that runs without Python in between: the same
-arithmetic (the engine checks that the answers are equal before using it), less overhead per step.
-Context encoding stays eager: it is dominated by matrix products, and its causal mask depends on the
-cached length in a way a trace would freeze.
+For a model this small, a refinement step (or the encoding of the few tokens a keystroke adds to a
+cached context) spends more time in Python dispatching about a hundred small operations than in
+arithmetic. Tracing the calls once, when the engine is built, records those operations as graphs
+that run without Python in between: the same arithmetic, less overhead. Each graph is checked against
+the eager model at other lengths than it was traced with (a trace that froze a length would answer
+differently there, and is refused).
 """
 
 from __future__ import annotations
@@ -18,51 +18,82 @@ from torch import nn
 from .model import KV, InfillModel
 
 
-class _Step(nn.Module):
-    """``span_step`` with the keys/values as flat arguments, as tracing wants them."""
+def flat(kv: list[KV]) -> tuple[torch.Tensor, ...]:
+    return tuple(t for pair in kv for t in pair)
 
+
+def pairs(tensors) -> list[KV]:
+    return list(zip(tensors[0::2], tensors[1::2]))
+
+
+class _Step(nn.Module):
     def __init__(self, model: InfillModel) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, slots: torch.Tensor, *kv: torch.Tensor) -> torch.Tensor:
-        return self.model.span_step(slots, list(zip(kv[0::2], kv[1::2])))
+        return self.model.span_step(slots, pairs(kv))
+
+
+class _Encode(nn.Module):
+    def __init__(self, model: InfillModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return flat(self.model.encode_context(ids, pairs(past) if past else None)[1])
+
+
+def _close(got, want) -> bool:
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    return len(got) == len(want) and all(
+        a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=1e-3, rtol=1e-3) for a, b in zip(got, want)
+    )
 
 
 class TracedModel:
-    """Our model with its refinement step traced; the engine's other calls go to the eager model."""
+    """Our model with its refinement step and context encoding (fresh, or extending a cached past) traced."""
 
     def __init__(self, model: InfillModel, device: str, mask: int) -> None:
         self.model = model
         self.cfg = model.cfg
         with torch.inference_mode():
-            # Example and check inputs differ in context length and canvas: a trace that froze a shape
-            # would give other answers at the second, and is refused.
-            example = self._inputs(37, 24, mask, device)
-            check = self._inputs(101, 7, mask, device)
+            ids = torch.arange(160, device=device).remainder(self.cfg.vocab_size - 8).unsqueeze(0)
+            _, past37 = model.encode_context(ids[:, :37])
+            _, past90 = model.encode_context(ids[:, :90])
+            slots = torch.full((1, 64), mask, dtype=torch.long, device=device)
+        # (traced with, checked at): other context lengths, canvases and numbers of new tokens
+        self.step = self._trace(_Step(model), (slots[:, :24], *flat(past37)), (slots[:, :7], *flat(past90)))
+        self.fresh = self._trace(_Encode(model), (ids[:, :37],), (ids[:, :101],))
+        self.extend = self._trace(_Encode(model), (ids[:, 37:40], *flat(past37)), (ids[:, 90:91], *flat(past90)))
+        with torch.inference_mode():
+            if not _close(self.extend(ids[:, 90:97], *flat(past90)), _Encode(model)(ids[:, 90:97], *flat(past90))):
+                raise RuntimeError("the traced context encoding does not reproduce the model's")
+
+    @staticmethod
+    def _trace(module: nn.Module, example: tuple, check: tuple):
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer notes about Python values; the check below is what counts
-            traced = torch.jit.trace(_Step(model).eval(), example, check_trace=False)
-            self.step = torch.jit.freeze(traced.eval())
+            graph = torch.jit.freeze(torch.jit.trace(module.eval(), example, check_trace=False).eval())
         with torch.inference_mode():
             for inputs in (example, check, example):  # the graph executor's first runs profile and optimize
-                self.step(*inputs)
-            got, want = self.step(*check), model.span_step(check[0], list(zip(check[1::2], check[2::2])))
-        if got.shape != want.shape or not torch.allclose(got.float(), want.float(), atol=1e-3, rtol=1e-3):
-            raise RuntimeError("the traced refinement step does not reproduce the model's")
-
-    def _inputs(self, context: int, canvas: int, mask: int, device: str) -> tuple[torch.Tensor, ...]:
-        ids = torch.arange(context, device=device).remainder(self.cfg.vocab_size - 8).unsqueeze(0)
-        _, kv = self.model.encode_context(ids)
-        slots = torch.full((1, canvas), mask, dtype=torch.long, device=device)
-        return (slots, *(t for pair in kv for t in pair))
+                graph(*inputs)
+            if not _close(graph(*check), module(*check)):
+                raise RuntimeError(
+                    f"the traced {type(module).__name__.strip('_').lower()} does not reproduce the model's"
+                )
+        return graph
 
     def parameters(self):
         return self.model.parameters()
 
-    def encode_context(self, ids: torch.Tensor, past: list[KV] | None = None) -> tuple[torch.Tensor, list[KV]]:
-        return self.model.encode_context(ids, past)
+    def encode_context(self, ids: torch.Tensor, past: list[KV] | None = None) -> tuple[None, list[KV]]:
+        start = 0 if past is None else past[0][0].shape[2]
+        self.model._tables(start, ids.shape[1])  # the eager model's bounds check
+        out = self.fresh(ids) if past is None else self.extend(ids, *flat(past))
+        return None, pairs(out)
 
     def span_step(self, slot_ids: torch.Tensor, context_kv: list[KV]) -> torch.Tensor:
-        self.model._tables(context_kv[0][0].shape[2], slot_ids.shape[1])  # the eager model's bounds check
-        return self.step(slot_ids, *(t for pair in context_kv for t in pair))
+        self.model._tables(context_kv[0][0].shape[2], slot_ids.shape[1])
+        return self.step(slot_ids, *flat(context_kv))

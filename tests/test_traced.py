@@ -30,18 +30,27 @@ def test_traced_engine_answers_as_the_eager_one(shipped_model_dir, quant):
             assert traced.complete(prefix, suffix, mode=mode).raw == eager.complete(prefix, suffix, mode=mode).raw
 
 
-def test_traced_step_follows_context_length_and_canvas(shipped_model_dir):
+def test_traced_graphs_follow_lengths_and_canvas(shipped_model_dir):
     loaded = load_model_dir(shipped_model_dir)
     model = loaded.model.eval()
     traced = TracedModel(model, "cpu", loaded.tokenizer.mask_id)
     with torch.inference_mode():
         for context, canvas in [(5, 1), (200, 24), (440, 64)]:
-            _, kv = model.encode_context(torch.randint(0, 8000, (1, context)))
+            ids = torch.randint(0, 8000, (1, context))
+            _, kv = model.encode_context(ids)
+            torch.testing.assert_close(traced.encode_context(ids)[1], kv)
             slots = torch.randint(0, 8000, (1, canvas))
             torch.testing.assert_close(traced.span_step(slots, kv), model.span_step(slots, kv))
+        for past_len, new in [(1, 1), (100, 1), (300, 17)]:  # a cached context extended by typed tokens
+            ids = torch.randint(0, 8000, (1, past_len + new))
+            _, past = model.encode_context(ids[:, :past_len])
+            want = model.encode_context(ids[:, past_len:], past)[1]
+            torch.testing.assert_close(traced.encode_context(ids[:, past_len:], past)[1], want, atol=1e-4, rtol=1e-4)
         _, kv = model.encode_context(torch.randint(0, 8000, (1, 460)))
         with pytest.raises(ValueError, match="exceeds max_positions"):
             traced.span_step(torch.randint(0, 8000, (1, 64)), kv)  # the eager model's bounds, kept
+        with pytest.raises(ValueError, match="exceeds max_positions"):
+            traced.encode_context(torch.randint(0, 8000, (1, 60)), kv)
 
 
 def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypatch):
@@ -49,7 +58,7 @@ def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypa
         raise RuntimeError("no tracing here")
 
     monkeypatch.setattr(torch.jit, "trace", broken)
-    with pytest.warns(UserWarning, match="could not trace the refinement step"):
+    with pytest.warns(UserWarning, match="could not trace the model"):
         fallback = engine(shipped_model_dir, quant="none")
     assert not isinstance(fallback.model, TracedModel)
     assert (
