@@ -207,8 +207,12 @@ class InfillModel(nn.Module):
 
 def quantize_int8(model: InfillModel) -> InfillModel:
     """Dynamic int8 quantization of every linear layer, the tied output layer included (it holds
-    about a third of a refinement step's multiply-adds on a line canvas)."""
+    about a third of a refinement step's multiply-adds on a line canvas). Weights get one scale per
+    output row: with one scale per matrix, the output layer's rows (token embeddings of very different
+    norms) lost enough precision to leave 16% of multi-line answers empty instead of 11%."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig
+
     head = nn.Linear(model.cfg.d_model, model.cfg.vocab_size, bias=False)
     head.weight = model.embed.weight
     model.head = head
-    return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    return torch.ao.quantization.quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig})
