@@ -44,7 +44,7 @@ OPTIONS: dict[str, Option] = {
     "quant": Option(
         str,
         "auto",
-        "Quantization: int8 (CPU), bf16 (CPUs with AMX, or CUDA), fp16 (CUDA); auto: bf16 on CPUs with AMX "
+        "Quantization: int8 (CPU), bf16 (CPUs with AMX, or CUDA), fp16 (CUDA); auto: int8 on the CPU "
         "(PyTorch backend, our own models), none elsewhere.",
         choices=("auto", "none", "int8", "bf16", "fp16"),
     ),

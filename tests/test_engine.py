@@ -21,11 +21,12 @@ def engine(shipped_model_dir):  # fp32: the reference the other backends and qua
     return Engine(settings)
 
 
-def test_quant_auto_is_bf16_only_where_the_cpu_has_amx(shipped_model_dir):
-    from celeris_complete.hardware import cpu_has_bf16_units
+def test_quant_auto_is_int8_on_the_cpu_for_the_torch_backend(shipped_model_dir):
+    def auto(**values):
+        values = {"model": str(shipped_model_dir), **values}
+        return Engine(load_settings(values, environ={}, user_file=shipped_model_dir / "x")).quant
 
-    auto = Engine(load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "x"))
-    assert auto.quant == ("bf16" if cpu_has_bf16_units() else "none")
+    assert auto() == "int8" and auto(device="cpu", backend="torch") == "int8"
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,14 @@ def test_report_and_verdict(tiny_model_dir):
     assert "FAIL" in render(strict) and "try:" in render(strict)
 
 
+def test_advice_names_tracing_and_int8_when_they_are_off(tiny_model_dir):
+    values = {"model": str(tiny_model_dir), "trace": False, "quant": "none"}
+    engine = Engine(load_settings(values, environ={}, user_file=tiny_model_dir / "x"))
+    strict = run_selftest(engine, budget_ms=0.001, requests=4, keystrokes=1, long_requests=0)
+    assert "run the model as traced graphs: trace = true" in strict["advice"]
+    assert any("--quant int8" in tip for tip in strict["advice"])
+
+
 def test_cli_exit_code_and_json(tiny_model_dir):
     r = subprocess.run(
         [
