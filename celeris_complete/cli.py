@@ -514,6 +514,8 @@ def infill(
     )
     try:
         settings = load_settings(overrides)
+        if settings.source("trace") == "default":  # one-shot: tracing (about a second) would cost more than it saves
+            settings = settings.with_overrides({"trace": False}, "infill")
         text, path = read_source(path_str)
         engine = Engine(settings)
     except CelerisError as exc:

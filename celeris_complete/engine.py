@@ -59,7 +59,9 @@ def has_int8_kernels() -> bool:
 
 
 class Engine:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, trace_in_background: bool = False) -> None:
+        """``trace_in_background``: answer with the eager model at once and switch to the traced
+        graphs (about a second of work) when they are ready; for a server that should be ready soon."""
         path = Path(settings.model).expanduser() if settings.model else default_model_dir()
         device = settings.device
         if device == "auto":
@@ -110,11 +112,6 @@ class Engine:
             if device == "cpu" and not cpu_has_bf16_units():
                 warnings.warn("this CPU has no bf16 matrix units (AMX): quant bf16 will be slow", stacklevel=2)
             self.model = self.model.to(torch.bfloat16)
-        if self.backend == "torch" and settings.trace:
-            try:
-                self.model = TracedModel(self.model, device, tok.mask_id)
-            except Exception as exc:  # an odd platform or model: the eager step gives the same answers
-                warnings.warn(f"could not trace the model ({exc}); running it eagerly", stacklevel=2)
         unused = range(tok.vocab_size, loaded.config.vocab_size)
         self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
         self.cache = ContextCache(capacity=4)  # about 5 MB each at the full context
@@ -131,6 +128,23 @@ class Engine:
         starts_line = np.pad(starts_line, (0, loaded.config.vocab_size - len(starts_line)))
         starts_line[tok.eos_id] = False
         self._starts_line = torch.from_numpy(starts_line).to(self.device)
+        self.tracer: threading.Thread | None = None
+        if self.backend == "torch" and settings.trace:
+            if trace_in_background:
+                # Not a daemon: interpreter shutdown waits for it (killing it inside TorchScript aborts).
+                self.tracer = threading.Thread(target=self._trace, args=(device,), name="celeris-trace")
+                self.tracer.start()
+            else:
+                self._trace(device)
+
+    def _trace(self, device: str) -> None:
+        try:
+            traced = TracedModel(self.model, device, self.tok.mask_id)
+        except Exception as exc:  # an odd platform or model: the eager model gives the same answers
+            warnings.warn(f"could not trace the model ({exc}); running it eagerly", stacklevel=2)
+            return
+        with self.lock:
+            self.model = traced
 
     def _init_transformers(self, path: Path, device: str, settings: Settings, quant: str) -> None:
         """A public diffusion model through transformers: no token healing, no snippets, and

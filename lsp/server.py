@@ -92,7 +92,7 @@ class CelerisServer(LanguageServer):
             try:
                 from celeris_complete.engine import Engine
 
-                self.engine = Engine(settings)
+                self.engine = Engine(settings, trace_in_background=True)
                 log.info("model loaded from %s", self.engine.path)
             except CelerisError as exc:
                 self.engine_error = str(exc)

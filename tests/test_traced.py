@@ -65,3 +65,16 @@ def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypa
         fallback.complete(*PROMPTS[0]).text
         == engine(shipped_model_dir, quant="none", trace=False).complete(*PROMPTS[0]).text
     )
+
+
+def test_tracing_in_the_background_answers_at_once_and_then_switches(shipped_model_dir):
+    settings = load_settings({"model": str(shipped_model_dir), "quant": "none"}, environ={}, user_file=None)
+    background = Engine(settings, trace_in_background=True)
+    first = background.complete(*PROMPTS[1]).raw  # served by whichever model is in place: the same answer
+    background.tracer.join(timeout=60)
+    assert isinstance(background.model, TracedModel)
+    assert (
+        background.complete(*PROMPTS[1]).raw
+        == first
+        == engine(shipped_model_dir, quant="none").complete(*PROMPTS[1]).raw
+    )
