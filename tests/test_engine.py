@@ -104,6 +104,27 @@ def test_one_step_and_many_steps_both_fill_the_canvas(engine):
     assert one.tokens <= engine.settings.canvas_line and many.tokens <= engine.settings.canvas_line
 
 
+def test_end_of_span_rule_on_the_shipped_model(engine):
+    import torch
+
+    from celeris_complete.context import build_context
+    from celeris_complete.diffusion import DecodeSettings, diffuse
+
+    ended = 0
+    for prefix, suffix in PROMPTS:
+        tokens = build_context(engine.tok, prefix, suffix, 192, 96).tokens
+        with torch.inference_mode():
+            kv, _ = engine._context_kv(tokens)
+            out, _ = diffuse(engine.model, kv, 24, engine.ids, DecodeSettings(steps=3, threshold=0.9))
+        row = out[0].tolist()
+        assert engine.ids.mask not in row  # every slot committed within the step cap
+        if engine.ids.eos in row:
+            ended += 1
+            first = row.index(engine.ids.eos)
+            assert row[first:] == [engine.ids.eos] * (len(row) - first)
+    assert ended >= 2  # the rule was exercised, not skipped
+
+
 def test_threshold_zero_commits_everything_at_once(engine):
     done = engine.complete(*PROMPTS[1], steps=8, threshold=0.0)
     assert done.steps == 1
