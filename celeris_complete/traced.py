@@ -58,17 +58,24 @@ class TracedModel:
     def __init__(self, model: InfillModel, device: str, mask: int) -> None:
         self.model = model
         self.cfg = model.cfg
+        room = self.cfg.max_positions - self.cfg.max_canvas  # the longest context the engine gives it
+        if room < 24:
+            raise RuntimeError(f"a context of at most {room} tokens is too short to trace with")
+        a, b = room // 8, room // 2  # two context lengths
         with torch.inference_mode():
-            ids = torch.arange(160, device=device).remainder(self.cfg.vocab_size - 8).unsqueeze(0)
-            _, past37 = model.encode_context(ids[:, :37])
-            _, past90 = model.encode_context(ids[:, :90])
-            slots = torch.full((1, 64), mask, dtype=torch.long, device=device)
+            ids = torch.arange(room, device=device).remainder(self.cfg.vocab_size - 8).unsqueeze(0)
+            _, past_a = model.encode_context(ids[:, :a])
+            _, past_b = model.encode_context(ids[:, :b])
+            slots = torch.full((1, self.cfg.max_canvas), mask, dtype=torch.long, device=device)
         # (traced with, checked at): other context lengths, canvases and numbers of new tokens
-        self.step = self._trace(_Step(model), (slots[:, :24], *flat(past37)), (slots[:, :7], *flat(past90)))
-        self.fresh = self._trace(_Encode(model), (ids[:, :37],), (ids[:, :101],))
-        self.extend = self._trace(_Encode(model), (ids[:, 37:40], *flat(past37)), (ids[:, 90:91], *flat(past90)))
+        self.step = self._trace(_Step(model), (slots[:, :8], *flat(past_a)), (slots, *flat(past_b)))
+        self.fresh = self._trace(_Encode(model), (ids[:, :a],), (ids,))
+        self.extend = self._trace(
+            _Encode(model), (ids[:, a : a + 3], *flat(past_a)), (ids[:, b : b + 1], *flat(past_b))
+        )
         with torch.inference_mode():
-            if not _close(self.extend(ids[:, 90:97], *flat(past90)), _Encode(model)(ids[:, 90:97], *flat(past90))):
+            more = ids[:, b : b + 7]
+            if not _close(self.extend(more, *flat(past_b)), _Encode(model)(more, *flat(past_b))):
                 raise RuntimeError("the traced context encoding does not reproduce the model's")
 
     @staticmethod
