@@ -216,3 +216,34 @@ def quantize_int8(model: InfillModel) -> InfillModel:
     head.weight = model.embed.weight
     model.head = head
     return torch.ao.quantization.quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig})
+
+
+def flatten_kv(kv: list[KV]) -> tuple[torch.Tensor, ...]:
+    """Per-layer (keys, values) as one flat tuple k0, v0, k1, v1, ...: how graphs take them."""
+    return tuple(t for pair in kv for t in pair)
+
+
+def pair_kv(tensors) -> list[KV]:
+    return list(zip(tensors[0::2], tensors[1::2]))
+
+
+class FlatSpanStep(nn.Module):
+    """``span_step`` with the keys/values as flat arguments, for graph capture (ONNX export, tracing)."""
+
+    def __init__(self, model: InfillModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, slots: torch.Tensor, *kv: torch.Tensor) -> torch.Tensor:
+        return self.model.span_step(slots, pair_kv(kv))
+
+
+class FlatContextEncode(nn.Module):
+    """``encode_context`` with flat keys/values in and out (no past arguments: a fresh context)."""
+
+    def __init__(self, model: InfillModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return flatten_kv(self.model.encode_context(ids, pair_kv(past) if past else None)[1])

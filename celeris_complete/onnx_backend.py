@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .errors import CelerisError
-from .model import InfillModel
+from .model import FlatContextEncode, FlatSpanStep, InfillModel, flatten_kv, pair_kv
 
 CONTEXT_GRAPH = "context.onnx"
 SPAN_GRAPH = "span_step.onnx"
@@ -30,25 +30,6 @@ FORMAT = "kv-per-layer-1"  # part of the cache folder's name: a new graph interf
 
 def kv_names(n_layers: int, prefix: str = "") -> list[str]:
     return [f"{prefix}{kind}{i}" for i in range(n_layers) for kind in ("k", "v")]
-
-
-class _SpanStep(torch.nn.Module):
-    def __init__(self, model: InfillModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, slots: torch.Tensor, *kv: torch.Tensor) -> torch.Tensor:
-        return self.model.span_step(slots, list(zip(kv[0::2], kv[1::2])))
-
-
-class _ContextEncode(torch.nn.Module):
-    def __init__(self, model: InfillModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        _, kv = self.model.encode_context(ids, list(zip(past[0::2], past[1::2])))
-        return tuple(t for pair in kv for t in pair)
 
 
 def cache_dir_for(weights: Path) -> Path:
@@ -73,7 +54,7 @@ def export(model: InfillModel, out: Path, int8: bool = True) -> Path:
     names, past_names = kv_names(cfg.n_layers), kv_names(cfg.n_layers, "past_")
     jobs = [
         (
-            _SpanStep(model),
+            FlatSpanStep(model),
             (torch.zeros(1, 8, dtype=torch.long), *kv),
             ["slots", *names],
             ["logits"],
@@ -81,7 +62,7 @@ def export(model: InfillModel, out: Path, int8: bool = True) -> Path:
             SPAN_GRAPH,
         ),
         (
-            _ContextEncode(model),
+            FlatContextEncode(model),
             (torch.zeros(1, 8, dtype=torch.long), *kv),
             ["ids", *past_names],
             names,
@@ -167,14 +148,11 @@ class OnnxModel:
         if past is None:
             feed.update(self._empty)
         else:
-            flat = (t for pair in past for t in pair)
-            feed.update((name, np.ascontiguousarray(t.numpy())) for name, t in zip(self.past_names, flat))
-        out = [torch.from_numpy(a) for a in self.context.run(None, feed)]
-        return None, list(zip(out[0::2], out[1::2]))
+            feed.update((n, np.ascontiguousarray(t.numpy())) for n, t in zip(self.past_names, flatten_kv(past)))
+        return None, pair_kv([torch.from_numpy(a) for a in self.context.run(None, feed)])
 
     def span_step(self, slots: torch.Tensor, kv: list) -> torch.Tensor:
         feed = {"slots": slots.numpy()}
-        flat = (t for pair in kv for t in pair)
-        feed.update((name, np.ascontiguousarray(t.numpy())) for name, t in zip(self.names, flat))
+        feed.update((n, np.ascontiguousarray(t.numpy())) for n, t in zip(self.names, flatten_kv(kv)))
         (logits,) = self.span.run(None, feed)
         return torch.from_numpy(logits)

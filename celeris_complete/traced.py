@@ -15,33 +15,7 @@ import warnings
 import torch
 from torch import nn
 
-from .model import KV, InfillModel
-
-
-def flat(kv: list[KV]) -> tuple[torch.Tensor, ...]:
-    return tuple(t for pair in kv for t in pair)
-
-
-def pairs(tensors) -> list[KV]:
-    return list(zip(tensors[0::2], tensors[1::2]))
-
-
-class _Step(nn.Module):
-    def __init__(self, model: InfillModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, slots: torch.Tensor, *kv: torch.Tensor) -> torch.Tensor:
-        return self.model.span_step(slots, pairs(kv))
-
-
-class _Encode(nn.Module):
-    def __init__(self, model: InfillModel) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return flat(self.model.encode_context(ids, pairs(past) if past else None)[1])
+from .model import KV, FlatContextEncode, FlatSpanStep, InfillModel, flatten_kv, pair_kv
 
 
 def _close(got, want) -> bool:
@@ -68,14 +42,14 @@ class TracedModel:
             _, past_b = model.encode_context(ids[:, :b])
             slots = torch.full((1, self.cfg.max_canvas), mask, dtype=torch.long, device=device)
         # (traced with, checked at): other context lengths, canvases and numbers of new tokens
-        self.step = self._trace(_Step(model), (slots[:, :8], *flat(past_a)), (slots, *flat(past_b)))
-        self.fresh = self._trace(_Encode(model), (ids[:, :a],), (ids,))
+        self.step = self._trace(FlatSpanStep(model), (slots[:, :8], *flatten_kv(past_a)), (slots, *flatten_kv(past_b)))
+        self.fresh = self._trace(FlatContextEncode(model), (ids[:, :a],), (ids,))
         self.extend = self._trace(
-            _Encode(model), (ids[:, a : a + 3], *flat(past_a)), (ids[:, b : b + 1], *flat(past_b))
+            FlatContextEncode(model), (ids[:, a : a + 3], *flatten_kv(past_a)), (ids[:, b : b + 1], *flatten_kv(past_b))
         )
         with torch.inference_mode():
             more = ids[:, b : b + 7]
-            if not _close(self.extend(more, *flat(past_b)), _Encode(model)(more, *flat(past_b))):
+            if not _close(self.extend(more, *flatten_kv(past_b)), FlatContextEncode(model)(more, *flatten_kv(past_b))):
                 raise RuntimeError("the traced context encoding does not reproduce the model's")
 
     @staticmethod
@@ -87,9 +61,7 @@ class TracedModel:
             for inputs in (example, check, example):  # the graph executor's first runs profile and optimize
                 graph(*inputs)
             if not _close(graph(*check), module(*check)):
-                raise RuntimeError(
-                    f"the traced {type(module).__name__.strip('_').lower()} does not reproduce the model's"
-                )
+                raise RuntimeError(f"the traced {type(module).__name__} does not reproduce the model's")
         return graph
 
     def parameters(self):
@@ -98,9 +70,9 @@ class TracedModel:
     def encode_context(self, ids: torch.Tensor, past: list[KV] | None = None) -> tuple[None, list[KV]]:
         start = 0 if past is None else past[0][0].shape[2]
         self.model._tables(start, ids.shape[1])  # the eager model's bounds check
-        out = self.fresh(ids) if past is None else self.extend(ids, *flat(past))
-        return None, pairs(out)
+        out = self.fresh(ids) if past is None else self.extend(ids, *flatten_kv(past))
+        return None, pair_kv(out)
 
     def span_step(self, slot_ids: torch.Tensor, context_kv: list[KV]) -> torch.Tensor:
         self.model._tables(context_kv[0][0].shape[2], slot_ids.shape[1])
-        return self.step(slot_ids, *flat(context_kv))
+        return self.step(slot_ids, *flatten_kv(context_kv))
