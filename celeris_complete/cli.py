@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -33,6 +34,13 @@ def train(
         Optional[list[Path]],
         typer.Option("--corpus", help="Source directory (repeatable); default: this Python's standard library."),
     ] = None,
+    packages: Annotated[
+        bool,
+        typer.Option(
+            "--packages",
+            help="Add the pinned packages' sources to the standard library (`celeris-complete corpus` lists them).",
+        ),
+    ] = False,
     exclude: Annotated[Optional[list[str]], typer.Option(help="Extra path glob to leave out (repeatable).")] = None,
     preset: Annotated[str, typer.Option(help="Model size: cpu or gpu.")] = "cpu",
     minutes: Annotated[Optional[float], typer.Option(help="Time budget; the learning rate decays over it.")] = None,
@@ -55,6 +63,14 @@ def train(
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     precision: Annotated[str, typer.Option(help="auto, fp32 or bf16 (autocast).")] = "auto",
     eval_every: Annotated[int, typer.Option(help="Validate every N steps.")] = 250,
+    warmup_steps: Annotated[int, typer.Option(help="Steps of linear learning-rate warm-up.")] = 200,
+    stretch_minutes: Annotated[
+        Optional[float],
+        typer.Option(help="Stop after this long (checkpoint written); the same command goes on from there."),
+    ] = None,
+    stretch_steps: Annotated[
+        Optional[int], typer.Option(help="Stop after this many steps, as --stretch-minutes.")
+    ] = None,
 ) -> None:
     """Train the infill model (resumes from OUTPUT/.work/checkpoint.safetensors when present)."""
     from . import corpus as corpus_mod
@@ -67,9 +83,22 @@ def train(
         fail("--device must be auto, cpu or cuda")
     if precision not in ("auto", "fp32", "bf16"):
         fail("--precision must be auto, fp32 or bf16")
+    roots = list(corpus) if corpus else corpus_mod.default_roots()
+    sources = []
+    if packages:
+        from .corpus_packages import fetch_sources
+
+        try:
+            fetched = fetch_sources(progress=lambda m: typer.echo(m, err=True))
+        except CelerisError as exc:
+            fail(str(exc))
+        sources = [{"package": "python-stdlib", "root": str(r), "name": r.name} for r in roots]
+        sources += [s.row() for s in fetched]
+        roots += [s.root for s in fetched]
     args = TrainArgs(
         output=output,
-        roots=list(corpus) if corpus else corpus_mod.default_roots(),
+        roots=roots,
+        sources=sources,
         excludes=corpus_mod.DEFAULT_EXCLUDES + tuple(exclude or ()),
         preset=preset,
         minutes=minutes,
@@ -85,12 +114,45 @@ def train(
         device=device,
         precision=precision,
         eval_every=eval_every,
+        warmup_steps=warmup_steps,
+        stretch_minutes=stretch_minutes,
+        stretch_steps=stretch_steps,
     )
     try:
         path = run_train(args)
     except CelerisError as exc:
         fail(str(exc))
-    typer.echo(f"model written to {path}")
+    if path is None:
+        typer.echo(f"stretch over: run the same command to go on ({output / '.work'} holds the checkpoint)")
+    elif os.environ.get("RANK", "0") == "0":
+        typer.echo(f"model written to {path}")
+
+
+@app.command("corpus")
+def corpus_command(
+    packages: Annotated[bool, typer.Option("--packages", help="Include the pinned packages (downloads them).")] = False,
+) -> None:
+    """The training corpus, per source: files kept, bytes, licence (what `train --packages` reads)."""
+    from collections import Counter
+
+    from . import corpus as corpus_mod
+    from .corpus_packages import fetch_sources
+
+    rows = [("python-stdlib", "", "PSF-2.0", r) for r in corpus_mod.default_roots()]
+    try:
+        if packages:
+            rows += [(s.package, s.version, s.licence, s.root) for s in fetch_sources()]
+        files = corpus_mod.gather([r[3] for r in rows])
+    except CelerisError as exc:
+        fail(str(exc))
+    count, size = Counter(), Counter()
+    for f in files:
+        top = f.relpath.split("/", 1)[0]
+        count[top] += 1
+        size[top] += len(f.text)
+    for package, version, licence, root in rows:
+        typer.echo(f"{package:18} {version:10} {count[root.name]:6} files {size[root.name] / 1e6:8.2f} MB  {licence}")
+    typer.echo(f"{'total':29} {len(files):6} files {sum(size.values()) / 1e6:8.2f} MB")
 
 
 @app.command("eval")

@@ -23,9 +23,10 @@ def pretokenize(files: list[CorpusFile], tok: CodeTokenizer, path: Path) -> int:
     """Write the files' tokens, FILE-separated, as uint16 to ``path``; returns the token count."""
     assert tok.vocab_size < 2**16
     chunks = [np.array([tok.file_id], dtype=np.uint16)]
-    for ids in tok.encode_batch([f.text for f in files]):
-        chunks.append(np.asarray(ids, dtype=np.uint16))
-        chunks.append(np.array([tok.file_id], dtype=np.uint16))
+    for i in range(0, len(files), 256):  # in groups: Python lists of every token of a large corpus are GBs
+        for ids in tok.encode_batch([f.text for f in files[i : i + 256]]):
+            chunks.append(np.asarray(ids, dtype=np.uint16))
+            chunks.append(np.array([tok.file_id], dtype=np.uint16))
     arr = np.concatenate(chunks)
     tmp = Path(str(path) + ".tmp")
     arr.tofile(tmp)

@@ -25,9 +25,10 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from . import corpus as corpus_mod
-from .data import SpanSampler, load_tokens, pretokenize
+from . import distributed
+from .data import Batch, SpanSampler, load_tokens, pretokenize
 from .errors import CelerisError
-from .hardware import cpu_has_bf16_units
+from .hardware import cpu_has_bf16_dot
 from .model import InfillModel, ModelConfig
 from .model_dir import MANIFEST, TOKENIZER, LoadedModel, load_model_dir, save_model_dir
 from .tokenizer import CodeTokenizer
@@ -46,6 +47,7 @@ CANVAS_CHOICES = (16, 24, 32, 48, 64)
 class TrainArgs:
     output: Path
     roots: list[Path] = field(default_factory=corpus_mod.default_roots)
+    sources: list[dict] = field(default_factory=list)  # package, version, licence per root (manifest)
     excludes: tuple[str, ...] = corpus_mod.DEFAULT_EXCLUDES
     preset: str = "cpu"
     minutes: float | None = None
@@ -66,6 +68,9 @@ class TrainArgs:
     eos_weight: float = 0.1
     eval_every: int = 250
     checkpoint_minutes: float = 5.0
+    # One stretch of a longer run: stop (checkpoint written) after this much; the same command resumes.
+    stretch_minutes: float | None = None
+    stretch_steps: int | None = None
     log_every: int = 10
     d_model: int | None = None
     n_layers: int | None = None
@@ -87,7 +92,7 @@ def pick_autocast(precision: str, device: str) -> torch.dtype | None:
         return torch.bfloat16
     if device == "cuda":
         return torch.bfloat16
-    return torch.bfloat16 if cpu_has_bf16_units() else None  # pays off with native bf16 units only
+    return torch.bfloat16 if cpu_has_bf16_dot() else None  # pays off with native bf16 instructions only
 
 
 class Progress:
@@ -126,6 +131,28 @@ def context_loss(logits: torch.Tensor, context: torch.Tensor, canvas: torch.Tens
     for i in ignore:
         targets[targets == i] = -100
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
+def losses(
+    model: torch.nn.Module,
+    batch: Batch,
+    t: torch.Tensor,
+    masked: torch.Tensor,
+    tok: CodeTokenizer,
+    device: str,
+    amp: torch.dtype | None,
+    eos_weight: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(total, context, span) losses of one batch: the forward pass of a training step."""
+    ctx = torch.from_numpy(batch.context).to(device)
+    can = torch.from_numpy(batch.canvas).to(device)
+    span_len = torch.from_numpy(batch.span_len).to(device)
+    x = torch.where(masked, tok.mask_id, can)
+    with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
+        ctx_logits, span_logits = model(ctx, x)
+    loss_ctx = context_loss(ctx_logits, ctx, can, [tok.suf_id, tok.pre_id])
+    loss_span = span_loss(span_logits, can, masked, t, span_len, tok.eos_id, eos_weight)
+    return loss_ctx + loss_span, loss_ctx, loss_span
 
 
 def _optimizer(model: InfillModel, lr: float) -> torch.optim.AdamW:
@@ -189,7 +216,7 @@ def prepare_data(
     val_files = [f for f in files if f.in_validation(args.validation_every)]
     if not train_files or not val_files:
         raise CelerisError(f"the corpus has {len(files)} files: too few to hold out a validation split")
-    corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every)
+    corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every, args.sources)
     progress.show(f"corpus: {len(train_files)} train files, {len(val_files)} validation files", final=True)
     if tok is None:
         tok = CodeTokenizer.train((f.text for f in train_files), args.vocab_size)
@@ -209,7 +236,8 @@ def _lineage(init: LoadedModel | None) -> dict | None:
     return {"path": str(init.path), **{k: t[k] for k in keep if k in t}}
 
 
-def train(args: TrainArgs) -> Path:
+def train(args: TrainArgs) -> Path | None:
+    """Train; returns the model directory, or None when a stretch ended before the run's budget."""
     progress = Progress()
     preset = dict(PRESETS[args.preset])
     for key in ("batch_size", "lr", "context_len", "d_model", "n_layers", "n_heads"):
@@ -218,8 +246,20 @@ def train(args: TrainArgs) -> Path:
     device = pick_device(args.device)
     amp = pick_autocast(args.precision, device)
     torch.manual_seed(args.seed)
+    procs = distributed.start(device)
+    if not procs.main:
+        progress.show = lambda text, final=False: None  # one process reports
     if device == "cpu":
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // procs.local_world))
+    try:
+        return _train(args, preset, device, amp, procs, progress)
+    finally:
+        procs.close()
+
+
+def _train(
+    args: TrainArgs, preset: dict, device: str, amp: torch.dtype | None, procs: distributed.Processes, progress
+) -> Path | None:
     out = Path(args.output)
     work = out / ".work"
     work.mkdir(parents=True, exist_ok=True)
@@ -235,7 +275,11 @@ def train(args: TrainArgs) -> Path:
             "--init-from keeps the starting model's architecture: leave out --d-model, --n-layers, --n-heads"
         )
     init = load_model_dir(args.init_from) if args.init_from else None
-    tok, train_bin, val_bin = prepare_data(args, work, progress, init.tokenizer if init else None)
+    if procs.main:
+        tok, train_bin, val_bin = prepare_data(args, work, progress, init.tokenizer if init else None)
+    procs.barrier()  # the others find the data rank 0 prepared
+    if not procs.main:
+        tok, train_bin, val_bin = prepare_data(args, work, progress, init.tokenizer if init else None)
     positions = L + max(CANVAS_CHOICES) + 64
     if init is not None:
         if tok.token_bytes != init.tokenizer.token_bytes:
@@ -256,6 +300,8 @@ def train(args: TrainArgs) -> Path:
         model.load_state_dict(init.model.state_dict())
     model = model.to(device)
     opt = _optimizer(model, preset["lr"])
+    # Under torchrun the forward pass goes through DDP, which averages the gradients in backward.
+    forward = torch.nn.parallel.DistributedDataParallel(model) if procs.world > 1 else model
     train_tokens = load_tokens(train_bin)
     samplers = {n: SpanSampler(train_tokens, tok, n, args.max_suffix) for n in lengths}
     val_sampler = SpanSampler(load_tokens(val_bin), tok, L, args.max_suffix)
@@ -281,9 +327,13 @@ def train(args: TrainArgs) -> Path:
     budget_s = args.minutes * 60 if args.minutes else None
     if budget_s is None and args.steps is None:
         raise CelerisError("give a budget: --minutes or --steps")
-    ignore = [tok.suf_id, tok.pre_id]
     B = preset["batch_size"]
     batch_for = {n: max(1, round(B * lengths[0] / n)) for n in lengths}
+    if any(b % procs.world for b in batch_for.values()):
+        raise CelerisError(
+            f"batches of {sorted(batch_for.values())} samples do not split over {procs.world} processes: "
+            "give a --batch-size that does"
+        )
     t_start = time.time() - state["elapsed"]
     last_ckpt = time.time()
     ema = None
@@ -291,17 +341,29 @@ def train(args: TrainArgs) -> Path:
         f"model: {model.num_parameters() / 1e6:.2f}M parameters, {cfg.n_layers} layers, d={cfg.d_model}; "
         f"device {device}, autocast {amp}, batch x context tokens: "
         + ", ".join(f"{batch_for[n]} x {n}" for n in lengths)
-        + (f"; starting from {args.init_from}" if init else ""),
+        + (f"; starting from {args.init_from}" if init else "")
+        + (f"; {procs.world} processes" if procs.world > 1 else ""),
         final=True,
     )
+    stretch_start, stretch_step0 = time.time(), state["step"]
 
     def fraction_done() -> float:
         if args.steps is not None:
             return state["step"] / args.steps
-        return (time.time() - t_start) / budget_s
+        return procs.agree((time.time() - t_start) / budget_s)
 
-    while fraction_done() < 1.0:
-        frac = fraction_done()
+    def stretch_over() -> bool:
+        if args.stretch_steps is not None and state["step"] - stretch_step0 >= args.stretch_steps:
+            return True
+        minutes = args.stretch_minutes
+        return minutes is not None and procs.agree(time.time() - stretch_start) >= minutes * 60
+
+    while (frac := fraction_done()) < 1.0:
+        if stretch_over():
+            if procs.main:
+                save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
+            progress.show(f"stretch over at step {state['step']}; checkpoint {ckpt}", final=True)
+            return None
         step = state["step"]
         warmup = min(1.0, (step + 1) / args.warmup_steps)
         lr = preset["lr"] * warmup * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
@@ -310,17 +372,13 @@ def train(args: TrainArgs) -> Path:
         canvas = CANVAS_CHOICES[int(np_rng.integers(0, len(CANVAS_CHOICES)))]
         n_ctx = lengths[int(np_rng.integers(0, len(lengths)))] if len(lengths) > 1 else L
         b_size = batch_for[n_ctx]
-        batch = samplers[n_ctx].sample(np_rng, b_size, canvas)
-        ctx = torch.from_numpy(batch.context).to(device)
-        can = torch.from_numpy(batch.canvas).to(device)
-        span_len = torch.from_numpy(batch.span_len).to(device)
+        batch = samplers[n_ctx].sample(np_rng, b_size, canvas)  # the global batch, the same on every process
         t, masked = make_masks(torch_rng, b_size, canvas, device)
-        x = torch.where(masked, tok.mask_id, can)
-        with torch.autocast(device_type=device, dtype=amp, enabled=amp is not None):
-            ctx_logits, span_logits = model(ctx, x)
-        loss_ctx = context_loss(ctx_logits, ctx, can, ignore)
-        loss_span = span_loss(span_logits, can, masked, t, span_len, tok.eos_id, args.eos_weight)
-        loss = loss_ctx + loss_span
+        if procs.world > 1:
+            mine = procs.slice(b_size)
+            batch = Batch(batch.context[mine], batch.canvas[mine], batch.span_len[mine])
+            t, masked = t[mine], masked[mine]
+        loss, loss_ctx, loss_span = losses(forward, batch, t, masked, tok, device, amp, args.eos_weight)
         if not torch.isfinite(loss):
             raise CelerisError(f"training diverged at step {step} (loss {loss.item()}); lower --lr")
         opt.zero_grad(set_to_none=True)
@@ -330,7 +388,7 @@ def train(args: TrainArgs) -> Path:
         state["step"] = step + 1
         state["tokens"] += b_size * (n_ctx + canvas)
         state["elapsed"] = time.time() - t_start
-        vals = (loss.item(), loss_ctx.item(), loss_span.item())
+        vals = procs.mean((loss.item(), loss_ctx.item(), loss_span.item()))
         ema = vals if ema is None else tuple(0.95 * e + 0.05 * v for e, v in zip(ema, vals))
         if state["step"] % args.log_every == 0:
             tps = state["tokens"] / max(1e-9, state["elapsed"])
@@ -340,13 +398,16 @@ def train(args: TrainArgs) -> Path:
                 f"step {state['step']} {f * 100:5.1f}% loss {ema[0]:.3f} (ctx {ema[1]:.3f} span {ema[2]:.3f}) "
                 f"lr {lr:.2e} {tps:,.0f} tok/s ETA {eta / 60:.1f} min"
             )
-        if state["step"] % args.eval_every == 0:
+        if state["step"] % args.eval_every == 0 and procs.main:
             figures = evaluate(model, val_sampler, tok, device, amp)
             state["history"].append({"step": state["step"], "tokens": state["tokens"], "loss": ema[0], **figures})
             progress.show(f"eval step {state['step']}: " + json.dumps(figures), final=True)
-        if time.time() - last_ckpt > args.checkpoint_minutes * 60:
+        if procs.main and time.time() - last_ckpt > args.checkpoint_minutes * 60:
             save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
             last_ckpt = time.time()
+    if not procs.main:
+        procs.barrier()  # rank 0 writes the checkpoint and the model directory
+        return out
     save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
     figures = evaluate(model, val_sampler, tok, device, amp, batches=16)
     progress.show("final validation: " + json.dumps(figures), final=True)
@@ -359,6 +420,7 @@ def train(args: TrainArgs) -> Path:
             "device": device if device == "cpu" else torch.cuda.get_device_name(),
             "cpu": platform.processor() or platform.machine(),
             "threads": torch.get_num_threads(),
+            "processes": procs.world,
             "autocast": str(amp),
             "seed": args.seed,
             "batch_size": B,
@@ -368,7 +430,11 @@ def train(args: TrainArgs) -> Path:
             "parameters": model.num_parameters(),
             "validation": figures,
             "history": state["history"],
-            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items() if k != "roots"},
+            "args": {
+                k: (str(v) if isinstance(v, Path) else v)
+                for k, v in asdict(args).items()
+                if k not in ("roots", "sources")
+            },
             "roots": [str(r) for r in args.roots],
             "init_from": _lineage(init),
         },
@@ -376,4 +442,5 @@ def train(args: TrainArgs) -> Path:
     }
     save_model_dir(out, model.cpu(), tok, meta)
     (out / MANIFEST).write_bytes((work / MANIFEST).read_bytes())
+    procs.barrier()
     return out

@@ -84,9 +84,12 @@ def held_out_tokens(model_dir: Path, tok: CodeTokenizer, roots: list[Path] | Non
     manifest_path = model_dir / MANIFEST
     if not manifest_path.is_file():
         raise CelerisError(f"{manifest_path}: missing (it lists the held-out files)")
-    rows = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
-    wanted = {r["sha256"] for r in rows if r["split"] == "validation"}
-    found = [f for f in corpus_mod.gather(roots or corpus_mod.default_roots()) if f.sha256 in wanted]
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    wanted = {r["sha256"] for r in manifest["files"] if r["split"] == "validation"}
+    if not roots:  # where the training run found its sources, when they are still there
+        recorded = [Path(s["root"]) for s in manifest.get("sources") or []]
+        roots = [r for r in recorded if r.is_dir()] or corpus_mod.default_roots()
+    found = [f for f in corpus_mod.gather(roots) if f.sha256 in wanted]
     if not found:
         raise CelerisError(f"none of the {len(wanted)} held-out files of {manifest_path} is under the corpus roots")
     chunks = [np.array([tok.file_id], dtype=np.uint16)]

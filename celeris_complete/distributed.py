@@ -1,0 +1,70 @@
+"""Data-parallel training under torchrun: which process this is, and the few things processes agree on.
+
+Every process draws the same global batch from the same random state and trains on its own slice;
+DistributedDataParallel averages the gradients, so the run follows the one-process run at the same
+global batch, and one checkpoint (written by rank 0) holds the random state of all of them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Processes:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    local_world: int = 1
+    group: object = None  # a gloo group for the small exchanges on CPU tensors (NCCL takes GPU tensors only)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def slice(self, n: int) -> slice:
+        """This process's share of a global batch of n samples."""
+        per = n // self.world
+        return slice(self.rank * per, (self.rank + 1) * per)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier(group=self.group)
+
+    def agree(self, value: float) -> float:
+        """Rank 0's value, on every process (time-based decisions must not differ between them)."""
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.broadcast(t, 0, group=self.group)
+        return float(t.item())
+
+    def mean(self, values: tuple[float, ...]) -> tuple[float, ...]:
+        if self.world == 1:
+            return values
+        t = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(t, group=self.group)
+        return tuple((t / self.world).tolist())
+
+    def close(self) -> None:
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def start(device: str) -> Processes:
+    """This process's place in a torchrun launch (one process when not launched by torchrun)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Processes()
+    rank = int(os.environ["RANK"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    group = dist.new_group(backend="gloo") if device == "cuda" else None
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    return Processes(rank, world, local_rank, local_world, group)
