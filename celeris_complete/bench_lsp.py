@@ -49,37 +49,74 @@ def typing_sessions(count: int, seed: int = 0) -> list[tuple[str, str, str]]:
     return sessions
 
 
-async def _run(model: str | None, seconds: float, keys_per_second: float, init_options: dict) -> dict:
+def plain(value):
+    """A server reply (pygls hands out nested namedtuples) as plain dicts and lists, for JSON."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+async def start_server(
+    init_options: dict, folder: Path, on_timings=None, wait_for_index: bool = False
+) -> tuple[LanguageClient, float, object]:
+    """The real server over stdio with ``folder`` as its workspace, once its model is loaded (and,
+    with ``wait_for_index``, its workspace index built): (client, seconds to ready, its status)."""
     client = LanguageClient("celeris-bench", "0")
+    if on_timings is not None:
+        client.feature("celeris/timings")(on_timings)
+    spawn = time.perf_counter()
+    await client.start_io(sys.executable, "-m", "celeris_complete.cli", "lsp")
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(),
+            process_id=os.getpid(),
+            initialization_options=init_options,
+            workspace_folders=[types.WorkspaceFolder(uri=folder.resolve().as_uri(), name=folder.name)],
+        )
+    )
+    client.initialized(types.InitializedParams())
+    while True:
+        status = await client.protocol.send_request_async("celeris/status", {})
+        if status.ready and (not wait_for_index or status.snippet_index.ready):
+            break
+        await asyncio.sleep(0.05)
+    ready_s = time.perf_counter() - spawn
+    if status.error:
+        await stop_server(client)
+        raise RuntimeError(f"the server could not load the model: {status.error}")
+    return client, ready_s, status
+
+
+async def stop_server(client: LanguageClient) -> None:
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+
+
+async def inline_completion(client: LanguageClient, uri: str, line: int, character: int):
+    """An automatic (as-you-type) ``textDocument/inlineCompletion`` request at the position."""
+    return await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=character),
+        )
+    )
+
+
+async def _run(model: str | None, seconds: float, keys_per_second: float, init_options: dict) -> dict:
     with_snippets = []
 
     def on_timings(params) -> None:
         if getattr(params, "source", None) == "model":
             with_snippets.append(bool(getattr(params, "snippets", None)))
 
-    client.feature("celeris/timings")(on_timings)
-    spawn = time.perf_counter()
-    await client.start_io(sys.executable, "-m", "celeris_complete.cli", "lsp")
     options = dict(init_options)
     if model:
         options["model"] = model
-    await client.initialize_async(
-        types.InitializeParams(
-            capabilities=types.ClientCapabilities(),
-            process_id=os.getpid(),
-            initialization_options=options,
-            workspace_folders=[types.WorkspaceFolder(uri=SOURCES.resolve().as_uri(), name=SOURCES.name)],
-        )
-    )
-    client.initialized(types.InitializedParams())
-    while True:
-        status = await client.protocol.send_request_async("celeris/status", {})
-        if status.ready:
-            break
-        await asyncio.sleep(0.05)
-    ready_s = time.perf_counter() - spawn
-    if status.error:
-        raise RuntimeError(f"the server could not load the model: {status.error}")
+    client, ready_s, status = await start_server(options, SOURCES, on_timings)
     pid = client._server.pid
     rss_start = rss_warm = rss_mb(pid)
     interval = 1.0 / keys_per_second
@@ -112,13 +149,7 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
             )
             line, col = (line + 1, 0) if ch == "\n" else (line, col + len(ch.encode("utf-16-le")) // 2)
             sent = time.perf_counter()
-            result = await client.text_document_inline_completion_async(
-                types.InlineCompletionParams(
-                    context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    position=types.Position(line=line, character=col),
-                )
-            )
+            result = await inline_completion(client, uri, line, col)
             took = time.perf_counter() - sent
             latencies.append(took * 1e3)
             answered_in_time += took <= interval
@@ -130,9 +161,7 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
         client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
     status = await client.protocol.send_request_async("celeris/status", {})
     rss_end = rss_mb(pid)
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
+    await stop_server(client)
     typing = status.typing_cache
     lookups = typing.hits + typing.misses
     return {

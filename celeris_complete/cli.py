@@ -342,6 +342,51 @@ def bench_lsp(
     typer.echo(json.dumps(result, indent=2))
 
 
+@bench_app.command("repo")
+def bench_repo(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    sites: Annotated[int, typer.Option(help="Sites per package (half after the indentation, half mid-line).")] = 100,
+    files: Annotated[int, typer.Option(help="Files under test per package (at most half of its files).")] = 4,
+    packages: Annotated[
+        Optional[str], typer.Option(help="Comma-separated subset of the pinned packages (default: all).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Chooses the files and sites.")] = 0,
+    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
+    budget_ms: Annotated[Optional[float], typer.Option(help="The server's decoding deadline (default 100).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
+) -> None:
+    """Complete lines in real Python packages the model never saw (pinned versions, downloaded with pip
+    into a cache) through the real language server: exact match, edit similarity, empty answers, latency."""
+    import json
+
+    from .bench_repo import PACKAGES, run, table, without_sites
+    from .config import coerce
+
+    pinned = dict(PACKAGES)
+    chosen = [p.strip() for p in packages.split(",") if p.strip()] if packages else list(pinned)
+    unknown = [p for p in chosen if p not in pinned]
+    if unknown:
+        fail(f"unknown package(s) {', '.join(unknown)}: choose from {', '.join(pinned)}")
+    if sites < 1 or files < 1:
+        fail("--sites and --files must be at least 1")
+    options = dict(model=model, steps=steps, quant=quant, backend=backend, budget_ms=budget_ms)
+    options = {k: v for k, v in options.items() if v is not None}
+    try:
+        for key, value in options.items():  # the server would only warn about a bad value and go on
+            coerce(key, value, "command line")
+        result = run(
+            [(p, pinned[p]) for p in chosen], sites, files, seed, options, progress=lambda m: typer.echo(m, err=True)
+        )
+    except (CelerisError, RuntimeError) as exc:
+        fail(str(exc))
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(result))
+    typer.echo(json.dumps(without_sites(result), indent=2))
+
+
 def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> list[dict]:
     """The steps dial's rows (bench dial and bench latency)."""
     from .bench_dial import sweep

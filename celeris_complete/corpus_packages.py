@@ -103,7 +103,7 @@ def unpack_wheel(wheel: Path, dest: Path) -> str:
     return licence
 
 
-def _find_wheel(dist: Path, name: str, version: str) -> Path | None:
+def find_wheel(dist: Path, name: str, version: str) -> Path | None:
     for w in dist.glob("*.whl"):
         parts = w.name.split("-")
         if _norm(parts[0]) == _norm(name) and parts[1] == version:
@@ -113,7 +113,7 @@ def _find_wheel(dist: Path, name: str, version: str) -> Path | None:
 
 def download(pinned: tuple[tuple[str, str], ...], dist: Path, pip_args: tuple[str, ...] = ()) -> None:
     """Fetch the wheels not yet in ``dist`` with one ``pip download --no-deps`` call."""
-    missing = [f"{n}=={v}" for n, v in pinned if _find_wheel(dist, n, v) is None]
+    missing = [f"{n}=={v}" for n, v in pinned if find_wheel(dist, n, v) is None]
     if not missing:
         return
     dist.mkdir(parents=True, exist_ok=True)
@@ -149,7 +149,7 @@ def fetch_sources(
     download(pinned, dist, pip_args)
     sources = []
     for name, version in pinned:
-        wheel = _find_wheel(dist, name, version)
+        wheel = find_wheel(dist, name, version)
         if wheel is None:
             raise CelerisError(f"{name}=={version}: no wheel in {dist} after the download")
         root = cache / "src" / f"{_norm(name)}-{version}"
