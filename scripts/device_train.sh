@@ -1,15 +1,19 @@
 #!/bin/sh
-# The project's GPU run, for the lent GPU machine (the `device` tool's `run`):
-#   run(command="sh scripts/device_train.sh", timeout_s=600)
+# The project's GPU run, for the lent GPU machine (the `device` tool's `run`), with the packed corpus:
+#   .venv/bin/python scripts/pack_corpus.py RUN_DIR     # here first: corpus-pack/ (about 22 MB)
+#   run(command="sh scripts/device_train.sh", carry=["corpus-pack"], timeout_s=600)
 # 1. About a minute: the engine's GPU paths with the shipped model (scripts/gpu_check.py: PyTorch CUDA
 #    fp32/fp16/bf16 and ONNX Runtime's CUDA provider if installed; agreement with the CPU, selftest's
 #    latency), into $OUT/gpu_check.json and $OUT/gpu_check.log.
 # 2. Training with `celeris-complete train --preset gpu` (d_model 384, 8 layers; contexts of 512 and
 #    1,024 tokens, CONTEXT_LENS to change them; sized so that the result should still answer inside
 #    the CPU keystroke budget: check with `bench engine` here before shipping it) for MINUTES
-#    (default 7) on the machine's own Python standard library. The model directory comes back under
-#    $OUT as tar parts of at most 15 MiB (the device tool returns files of at most 16 MiB, 64 MiB in
-#    all; the weights travel as fp16), with the training log. Here, join and unpack them:
+#    (default 7) on the training corpus of `train --packages` as packed into corpus-pack/ (the GPU
+#    machine reaches no package registry; without the pack: the machine's own standard library).
+#    With more than one GPU it runs under torchrun, one process per GPU (DDP over NCCL).
+#    The model directory comes back under $OUT as tar parts of at most 15 MiB (the device tool
+#    returns files of at most 16 MiB, 64 MiB in all; the weights travel as fp16), with the training
+#    log. Here, join and unpack them:
 #      cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
 # The machine's python3 already has torch (CUDA), tokenizers, safetensors, numpy, typer and onnxruntime.
 # A smoke test on a CPU (gpu_check on CPU stand-ins):
@@ -26,8 +30,19 @@ if [ "${REQUIRE_CUDA:-1}" != 1 ]; then check="--cpu"; export PLACES=4; fi
 timeout 150 "$PY" scripts/gpu_check.py $check "$OUT" 2>&1 | tee "$OUT/gpu_check.log" || true
 lens=""
 for n in ${CONTEXT_LENS:-512 1024}; do lens="$lens --context-len $n"; done
+rm -rf /tmp/gpu-model
+if [ -f corpus-pack/train.bin.xz ]; then
+  mkdir -p /tmp/gpu-model/.work
+  cp corpus-pack/tokenizer.json corpus-pack/corpus_manifest.json /tmp/gpu-model/.work/
+  xz -dc corpus-pack/train.bin.xz > /tmp/gpu-model/.work/train.bin
+  xz -dc corpus-pack/val.bin.xz > /tmp/gpu-model/.work/val.bin
+  echo "corpus: $(cat corpus-pack/pack.json)"
+fi
+gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
+launch="$PY"
+if [ "$gpus" -gt 1 ]; then launch="$PY -m torch.distributed.run --standalone --nproc_per_node $gpus"; fi
 # shellcheck disable=SC2086
-"$PY" -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-7}" $lens 2>&1 | tee "$OUT/train.log"
+$launch -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-7}" $lens 2>&1 | tee "$OUT/train.log"
 "$PY" -m celeris_complete.cli eval --model /tmp/gpu-model 2>&1 | tee -a "$OUT/train.log" || true
 test -f /tmp/gpu-model/model.safetensors || { echo "training wrote no model" >&2; exit 1; }
 rm -rf /tmp/gpu-model/.work
