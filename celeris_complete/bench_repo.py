@@ -257,6 +257,7 @@ async def _ask(client: LanguageClient, work: Path, text: str, site: Site, notes:
         # The decoding deadline passed: the slots left were committed at once.
         "over_budget": engine_ms is not None and engine_ms >= budget_ms,
         "snippets": [s.source.removeprefix(root) for s in (getattr(note, "snippets", None) or [])],
+        "draft": plain(getattr(note, "draft", None)),  # offered to the model: source, tokens, kept
     }
 
 
@@ -320,6 +321,7 @@ def summarize(results: Sequence[dict]) -> dict:
         "latency_ms_p95": round(percentile(latencies, 95), 2) if latencies else None,
         "over_budget": _share(model_calls, "over_budget"),
         "with_snippets": _share(model_calls, "snippets"),
+        "with_draft": _share(model_calls, "draft"),
     }
 
 

@@ -355,6 +355,9 @@ def bench_repo(
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     budget_ms: Annotated[Optional[float], typer.Option(help="The server's decoding deadline (default 100).")] = None,
+    setting: Annotated[
+        Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
+    ] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
 ) -> None:
     """Complete lines in real Python packages the model never saw (pinned versions, downloaded with pip
@@ -373,9 +376,14 @@ def bench_repo(
         fail("--sites and --files must be at least 1")
     options = dict(model=model, steps=steps, quant=quant, backend=backend, budget_ms=budget_ms)
     options = {k: v for k, v in options.items() if v is not None}
+    for item in setting or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            fail(f"--set {item}: give KEY=VALUE")
+        options[key.strip()] = value.strip()
     try:
-        for key, value in options.items():  # the server would only warn about a bad value and go on
-            coerce(key, value, "command line")
+        # The server would only warn about a bad value and go on.
+        options = {key: coerce(key, value, "command line") for key, value in options.items()}
         result = run(
             [(p, pinned[p]) for p in chosen], sites, files, seed, options, progress=lambda m: typer.echo(m, err=True)
         )

@@ -74,6 +74,12 @@ OPTIONS: dict[str, Option] = {
     "max_chars_after_cursor": Option(
         int, 3, "No automatic completion when more characters than this follow the cursor on its line.", minimum=0
     ),
+    "drafts": Option(
+        bool, True, "Offer the model the line's most common continuation in the document and workspace to verify."
+    ),
+    "draft_threshold": Option(
+        float, 0.0, "Keep a drafted token when the model gives it at least this probability.", minimum=0.0, maximum=1.0
+    ),
     "alternatives": Option(int, 3, "Completions offered when the user asks for them.", minimum=1, maximum=10),
     "ignore_globs": Option(list, (), "Files (globs on the path) never completed."),
     "secret_globs": Option(

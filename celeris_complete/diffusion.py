@@ -59,6 +59,9 @@ def diffuse(
     should_cancel=None,
     first_allowed: torch.Tensor | None = None,
     step_times: list[float] | None = None,
+    draft: torch.Tensor | None = None,
+    draft_threshold: float = 0.0,
+    draft_kept: list[int] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
@@ -70,6 +73,12 @@ def diffuse(
     ``should_cancel()`` is asked before each step: yes raises ``Cancelled``.
     ``first_allowed`` (a boolean mask over the vocabulary) limits what slot 0 may hold.
     ``step_times`` collects the seconds each step took.
+
+    ``draft`` (token ids, end-of-span included; one canvas in the batch) is verified as the steps go:
+    at each step the longest run of draft slots, from slot 0, whose draft token the model gives at
+    least ``draft_threshold`` probability (or that already hold it) is committed as drafted; past the
+    first slot it refuses, the draft is dropped and decoding goes on as usual.  A draft the model takes
+    whole finishes in one step.  ``draft_kept`` receives the number of draft tokens kept.
     """
     batch, device = batch_and_device(context_kv)
     x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
@@ -79,7 +88,10 @@ def diffuse(
         generator = torch.Generator(device=device).manual_seed(settings.seed)
     steps = max(1, settings.steps)
     banned = torch.tensor(ids.banned, dtype=torch.long, device=device)
-    ran = 0
+    ran = kept = 0
+    if draft is not None:
+        draft = draft[:canvas].to(device)
+        n_draft = draft.numel()
     for step in range(steps):
         if should_cancel is not None and should_cancel():
             raise Cancelled
@@ -98,6 +110,15 @@ def diffuse(
             conf = probs.gather(-1, pred.unsqueeze(-1)).squeeze(-1)
         else:
             conf, pred = probs.max(dim=-1)
+        if draft is not None:
+            row, slots = x[0, :n_draft], probs[0, :n_draft]
+            agrees = (row == draft) | ((row == ids.mask) & (slots.gather(-1, draft[:, None])[:, 0] >= draft_threshold))
+            run = int(agrees.long().cumprod(0).sum())
+            if run > kept:
+                x[0, :run] = draft[:run]
+                kept = run
+            if run < n_draft:
+                draft = None  # refused from slot ``run`` on: the model decides the rest
         masked = x == ids.mask
         remaining = steps - step
         last = remaining == 1 or (should_stop is not None and should_stop())
@@ -118,6 +139,8 @@ def diffuse(
             step_times.append(time.perf_counter() - started)
         if last or not (x == ids.mask).any():
             break
+    if draft_kept is not None:
+        draft_kept.append(kept)
     return x, ran
 
 

@@ -26,6 +26,7 @@ from .config import OPTIONS, Settings
 from .context import build_context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, span_tokens
+from .drafts import LineTable, find_draft
 from .errors import CelerisError
 from .hardware import cpu_has_bf16_units
 from .hf_model import is_transformers_dir
@@ -51,6 +52,7 @@ class Completion:
     raw: str = ""  # the decoded span before post-processing, starting with ``heal``
     heal: str = ""  # text cut from before the cursor that the span rewrites (token healing)
     snippet_tokens: int = 0  # context tokens taken by snippets from other files
+    draft: dict | None = None  # the draft offered: its source, its tokens, how many the model kept
 
 
 def has_int8_kernels() -> bool:
@@ -220,6 +222,8 @@ class Engine:
         temperature: float | None = None,
         seed: int | None = None,
         snippets: Sequence[str] = (),
+        lines: LineTable | None = None,
+        source: str | None = None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -228,7 +232,8 @@ class Engine:
         ``Cancelled``.  Safe to call from several threads (one runs the model at a time).
         ``file_start``/``file_end`` say whether ``prefix``/``suffix`` reach the file's start/end
         (callers may pass a slice of a huge document around the cursor).  ``snippets``: text
-        from other files that may help, most relevant first.
+        from other files that may help, most relevant first.  ``lines``: the workspace's lines, for
+        drafts (``source`` is the document's key there, left out of its own drafts).
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -263,6 +268,13 @@ class Engine:
             temperature=s.temperature if temperature is None else temperature,
             seed=s.seed if seed is None else seed,
         )
+        draft, draft_ids = None, None
+        if s.drafts and mode == "line" and settings.temperature == 0 and self.hf is None:
+            draft = find_draft(prefix, suffix, lines, source)
+            if draft is not None:
+                ids = self.tok.encode(ctx.heal + draft.text) + [self.ids.eos]
+                draft_ids = torch.tensor(ids, dtype=torch.long)
+        kept: list[int] = []
         deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
         should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
         t1 = time.perf_counter()
@@ -278,7 +290,18 @@ class Engine:
             t2 = time.perf_counter()
             step_times: list[float] = []
             out, ran = diffuse(
-                self.model, kv, canvas, self.ids, settings, should_stop, should_cancel, first_allowed, step_times
+                self.model,
+                kv,
+                canvas,
+                self.ids,
+                settings,
+                should_stop,
+                should_cancel,
+                first_allowed,
+                step_times,
+                draft_ids,
+                s.draft_threshold,
+                kept,
             )
         t3 = time.perf_counter()
         span = span_tokens(out[0], self.ids.eos)
@@ -297,6 +320,10 @@ class Engine:
             "total": (t5 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
+        offered = None
+        if draft is not None:
+            offered = {"source": draft.source, "tokens": int(draft_ids.numel()), "kept": kept[0] if kept else 0}
         return Completion(
-            text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens
-        )
+            text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens,
+            offered,
+        )  # fmt: skip

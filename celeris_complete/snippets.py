@@ -20,6 +20,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
+from .drafts import LineTable
+
 CHUNK_LINES = 12
 CHUNK_STRIDE = 6
 MAX_FILE_CHARS = 1_000_000
@@ -80,6 +82,7 @@ class SnippetIndex:
         self._chars = 0
         self._next_id = 0
         self.version = 0  # bumped by every change, so callers can tell when to query again
+        self.lines = LineTable()  # the same files' lines, for drafts
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -116,11 +119,13 @@ class SnippetIndex:
             self._texts[source] = text
             self._chars += len(text)
             self.version += 1
+        self.lines.set_file(source, text)
         return True
 
     def remove(self, source: str) -> None:
         with self._lock:
             self._remove_locked(source)
+        self.lines.remove(source)
 
     def _remove_locked(self, source: str) -> None:
         ids = self._by_source.pop(source, None)

@@ -346,6 +346,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                         deadline_ms=ls.settings.budget_ms,
                         should_cancel=should_cancel,
                         snippets=snippets,
+                        lines=ls.snippets.index.lines,
+                        source=key,
                         **sample,
                     )
                 )
@@ -375,6 +377,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "source": "model",
                 "snippets": [{"source": c.source, "line": c.line} for c in chosen],
                 "snippet_tokens": first.snippet_tokens,
+                "draft": first.draft,
             },
         )
         return [lead + t for t in texts], replace

@@ -80,3 +80,40 @@ def test_greedy_is_deterministic_on_a_real_model():
     a, _ = diffuse(m, kv, 10, IDS, DecodeSettings(steps=4))
     b, _ = diffuse(m, kv, 10, IDS, DecodeSettings(steps=4))
     assert torch.equal(a, b)
+
+
+def draft_probability_table(probs: list[float], draft: list[int], other: int = 7) -> torch.Tensor:
+    """Slot logits where slot i gives the draft token probability about probs[i] (``other`` takes the rest)."""
+    t = torch.full((len(probs), 128), -30.0)
+    for i, (p, tok) in enumerate(zip(probs, draft)):
+        t[i, tok] = float(torch.log(torch.tensor(p)))
+        t[i, other] = float(torch.log(torch.tensor(1 - p)))
+    return t
+
+
+def test_a_draft_the_model_accepts_whole_finishes_in_one_step():
+    draft = [11, 12, 13, EOS]
+    m = Scripted(draft_probability_table([0.3, 0.3, 0.3, 0.3, 0.3, 0.3], draft + [EOS, EOS]))
+    kept = []
+    out, ran = diffuse(m, context(m), 6, IDS, DecodeSettings(steps=3), draft=torch.tensor(draft),
+                       draft_threshold=0.2, draft_kept=kept)  # fmt: skip
+    assert ran == 1 and kept == [4]
+    assert span_tokens(out[0], EOS) == [11, 12, 13]
+
+
+def test_a_draft_is_kept_up_to_the_first_slot_the_model_refuses():
+    draft = [11, 12, 13, EOS]
+    m = Scripted(draft_probability_table([0.9, 0.5, 0.01, 0.9, 0.9, 0.9], draft + [EOS, EOS]))
+    kept = []
+    out, ran = diffuse(m, context(m), 6, IDS, DecodeSettings(steps=3, threshold=0.99), draft=torch.tensor(draft),
+                       draft_threshold=0.2, draft_kept=kept)  # fmt: skip
+    assert kept == [2]
+    got = out[0].tolist()
+    assert got[:2] == [11, 12] and got[2] == 7  # the model's own choice where it refused the draft
+
+
+def test_without_a_draft_the_same_model_decodes_its_own_answer():
+    draft = [11, 12, 13, EOS]
+    m = Scripted(draft_probability_table([0.3] * 6, draft + [EOS, EOS]))
+    out, _ = diffuse(m, context(m), 6, IDS, DecodeSettings(steps=3))
+    assert span_tokens(out[0], EOS) == [7] * 6  # the draft made the difference above

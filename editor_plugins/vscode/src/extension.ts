@@ -21,6 +21,7 @@ function config() {
       quant: c.get<string>("quant"),
       steps: c.get<number | null>("steps"),
       budgetMs: c.get<number>("budgetMs"),
+      drafts: c.get<boolean>("drafts"),
       serverSettings: c.get<Record<string, unknown>>("serverSettings"),
     }),
   };

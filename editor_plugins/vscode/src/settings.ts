@@ -6,6 +6,7 @@ export interface ExtensionSettings {
   quant?: string;
   steps?: number | null;
   budgetMs?: number;
+  drafts?: boolean;
   serverSettings?: Record<string, unknown>;
 }
 
@@ -17,6 +18,7 @@ export function serverSettings(s: ExtensionSettings): Record<string, unknown> {
   if (s.quant && s.quant !== "auto") out.quant = s.quant;
   if (typeof s.steps === "number" && Number.isInteger(s.steps) && s.steps > 0) out.steps = s.steps;
   if (typeof s.budgetMs === "number" && s.budgetMs > 0) out.budget_ms = s.budgetMs;
+  if (s.drafts === false) out.drafts = false; // on is the server's own default
   return out;
 }
 

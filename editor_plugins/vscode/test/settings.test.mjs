@@ -15,6 +15,11 @@ test("only set values are sent, under the server's names", () => {
   );
 });
 
+test("drafts: only turning them off is sent", () => {
+  assert.deepEqual(serverSettings({ drafts: true }), {});
+  assert.deepEqual(serverSettings({ drafts: false }), { drafts: false });
+});
+
 test("other server settings pass through, named settings win", () => {
   assert.deepEqual(serverSettings({ serverSettings: { eos_penalty: 2, steps: 9 }, steps: 3 }), { eos_penalty: 2, steps: 3 });
 });

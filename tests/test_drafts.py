@@ -1,0 +1,62 @@
+from celeris_complete.drafts import LineTable, find_draft
+
+DOC = """import os
+
+def load(path):
+    with open(path) as f:
+        return f.read()
+
+def save(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+def append(path, text):
+    with open(path, "a") as f:
+        f.write(text)
+"""
+
+
+def test_the_most_common_continuation_of_the_typed_line_in_the_document():
+    d = find_draft(DOC + "\ndef size(path):\n    with open(", "\n")
+    assert (d.text, d.source, d.count) == ("path) as f:", "document", 2)  # three ties: the first seen
+    d = find_draft(DOC + "\ndef size(path):\n        f.wr", "\n")
+    assert (d.text, d.count) == ("ite(text)", 4)  # two document lines agree (each counts twice)
+
+
+def test_lines_after_the_cursor_count_too_and_the_cursor_line_does_not():
+    d = find_draft("def f():\n    x = compute(", "a, b)\n    x = compute(a, c)\n    x = compute(a, c)\n")
+    assert (d.text, d.count) == ("a, c)", 4)  # the rest of the cursor's own line ("a, b)") is not a draft
+
+
+def test_at_a_line_start_the_line_that_follows_the_same_line_elsewhere():
+    d = find_draft(DOC + "\ndef size(path):\n    with open(path) as f:\n        ", "\n")
+    assert d is not None and d.text == "return f.read()" and d.source == "document"
+
+
+def test_too_little_typed_or_nothing_alike_gives_no_draft():
+    assert find_draft(DOC + "\n    w", "") is None  # one character
+    assert find_draft(DOC + "\n    zebra = ", "") is None
+    assert find_draft("", "") is None
+
+
+def test_workspace_lines_after_the_document_and_never_the_file_itself():
+    table = LineTable()
+    table.set_file("a.py", "x = 1\nresult = session.query(User).filter(User.id == uid).one()\n")
+    table.set_file("b.py", "result = session.query(User).filter(User.id == uid).one()\nprint(result)\n")
+    table.set_file("me.py", "result = session.query(Order).all()\n" * 5)
+    d = find_draft("def get(uid):\n    result = session.query(", "\n", table, exclude="me.py")
+    assert (d.text, d.source, d.count) == ("User).filter(User.id == uid).one()", "workspace", 2)
+    d = find_draft("result = session.query(User).filter(User.id == uid).one()\n", "\n", table, exclude="me.py")
+    assert (d.text, d.source) == ("print(result)", "workspace")
+    table.remove("b.py")
+    table.remove("a.py")
+    assert find_draft("    result = session.query(", "\n", table, exclude="me.py") is None
+    assert find_draft("    result = session.query(", "\n", table).text == "Order).all()"
+
+
+def test_workspace_majority_outvotes_a_single_document_line():
+    table = LineTable()
+    for name in ("a.py", "b.py", "c.py"):
+        table.set_file(name, "    logger = logging.getLogger(__name__)\n")
+    d = find_draft("logger = logging.getLogger('x')\n\ndef f():\n    logger = logging.getL", "\n", table)
+    assert (d.text, d.source, d.count) == ("ogger(__name__)", "workspace", 3)
