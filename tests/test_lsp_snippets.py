@@ -117,3 +117,27 @@ def test_new_secret_globs_apply_to_the_workspace_and_remote_code_is_never_allowe
         await s.stop()
 
     run(scenario())
+
+
+def test_a_workspace_line_becomes_the_draft_the_server_answers_with(tmp_path, shipped_model_dir):
+    line = "    conn = psycopg_pool.connect(dsn, timeout=settings.DB_TIMEOUT)\n"
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(f"def open_{name[0]}(dsn):\n{line}    return conn\n")
+    text = "def open_c(dsn):\n    conn = psycopg_pool.conn"
+    uri = (tmp_path / "c.py").as_uri()
+
+    async def ask(drafts: bool):
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"mode": "line", "drafts": drafts})
+        await s.start()
+        await wait_indexed(s, 2)
+        s.open(uri, text)
+        answer = await s.inline(uri, 1, len("    conn = psycopg_pool.conn"))
+        timings = [t for t in s.timings if field(t, "source") == "model"][-1]
+        await s.stop()
+        return answer.items[0].insert_text if answer.items else "", field(timings, "draft")
+
+    got, draft = run(ask(True))
+    assert got.endswith("ect(dsn, timeout=settings.DB_TIMEOUT)"), got
+    assert field(draft, "source") == "workspace" and field(draft, "kept") == field(draft, "tokens") > 5
+    got, draft = run(ask(False))
+    assert draft is None and not got.endswith("ect(dsn, timeout=settings.DB_TIMEOUT)")
