@@ -122,9 +122,11 @@ def train(
         path = run_train(args)
     except CelerisError as exc:
         fail(str(exc))
+    if os.environ.get("RANK", "0") != "0":
+        return  # rank 0 reports
     if path is None:
         typer.echo(f"stretch over: run the same command to go on ({output / '.work'} holds the checkpoint)")
-    elif os.environ.get("RANK", "0") == "0":
+    else:
         typer.echo(f"model written to {path}")
 
 

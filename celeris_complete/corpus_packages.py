@@ -12,8 +12,10 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -80,11 +82,15 @@ def licence_of(metadata: str) -> str:
 
 
 def unpack_wheel(wheel: Path, dest: Path) -> str:
-    """The wheel's .py files into ``dest`` (once: a marker file says it is complete); returns its licence."""
+    """The wheel's .py files into ``dest`` (once: a marker file says it is complete); returns its licence.
+    Unpacked beside ``dest`` and renamed into place, so processes that unpack at once (torchrun) never
+    see a half-written folder."""
     marker = dest / ".source.json"
     if marker.exists():
         return json.loads(marker.read_text())["licence"]
-    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     licence = "unknown"
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
@@ -96,10 +102,16 @@ def unpack_wheel(wheel: Path, dest: Path) -> str:
                 continue
             if parts[0].endswith((".dist-info", ".data")):
                 continue
-            target = dest / name
+            target = tmp / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(zf.read(info))
-    marker.write_text(json.dumps({"wheel": wheel.name, "licence": licence}))
+    (tmp / ".source.json").write_text(json.dumps({"wheel": wheel.name, "licence": licence}))
+    if dest.exists() and not marker.exists():
+        shutil.rmtree(dest)  # an unfinished unpacking of an earlier version of this code
+    try:
+        tmp.rename(dest)
+    except OSError:  # another process got there first
+        shutil.rmtree(tmp, ignore_errors=True)
     return licence
 
 
@@ -117,11 +129,14 @@ def download(pinned: tuple[tuple[str, str], ...], dist: Path, pip_args: tuple[st
     if not missing:
         return
     dist.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(dist)]
-    done = subprocess.run([*cmd, *pip_args, *missing], capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise CelerisError(f"pip could not download the corpus packages ({len(missing)} missing):\n{tail}")
+    with tempfile.TemporaryDirectory(dir=dist.parent, prefix=".download-") as tmp:  # then moved in whole
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", tmp]
+        done = subprocess.run([*cmd, *pip_args, *missing], capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+            raise CelerisError(f"pip could not download the corpus packages ({len(missing)} missing):\n{tail}")
+        for wheel in Path(tmp).glob("*.whl"):
+            os.replace(wheel, dist / wheel.name)
 
 
 def installed_source(name: str) -> Source:

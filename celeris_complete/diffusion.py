@@ -90,6 +90,7 @@ def diffuse(
     banned = torch.tensor(ids.banned, dtype=torch.long, device=device)
     ran = kept = 0
     if draft is not None:
+        assert batch == 1, "a draft is for one canvas"
         draft = draft[:canvas].to(device)
         n_draft = draft.numel()
     for step in range(steps):
@@ -112,7 +113,8 @@ def diffuse(
             conf, pred = probs.max(dim=-1)
         if draft is not None:
             row, slots = x[0, :n_draft], probs[0, :n_draft]
-            agrees = (row == draft) | ((row == ids.mask) & (slots.gather(-1, draft[:, None])[:, 0] >= draft_threshold))
+            p = slots.gather(-1, draft[:, None])[:, 0]  # 0 for banned tokens and those first_allowed rules out
+            agrees = (row == draft) | ((row == ids.mask) & (p >= draft_threshold) & (p > 0))
             run = int(agrees.long().cumprod(0).sum())
             if run > kept:
                 x[0, :run] = draft[:run]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -64,7 +65,8 @@ def start(device: str) -> Processes:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device == "cuda":
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    # Long: the others wait while rank 0 prepares the data (tokenizing a large corpus takes minutes).
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", timeout=timedelta(hours=3))
     group = dist.new_group(backend="gloo") if device == "cuda" else None
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     return Processes(rank, world, local_rank, local_world, group)

@@ -22,6 +22,7 @@ MIN_KEY = 2  # non-blank characters typed on the line before a draft is looked f
 MAX_LINE = 200  # longer lines are data, not code to copy
 BUCKET = 4  # lines are bucketed by their first BUCKET characters (stripped)
 MAX_SCAN = 4000  # candidate lines looked at per request, at most
+MAX_TABLE_LINES = 2_000_000  # lines held for the workspace (about 10 bytes a character): new files wait
 DOCUMENT_WEIGHT = 2  # a line in the document counts as much as this many lines elsewhere
 
 
@@ -52,6 +53,8 @@ class LineTable:
         self._buckets: dict[str, dict[str, list[str]]] = {}  # start -> source -> lines
         self._after: dict[str, dict[str, list[str]]] = {}  # a line -> source -> the lines after it
         self._keys: dict[str, tuple[set[str], set[str]]] = {}  # source -> (bucket keys, after keys)
+        self._count: dict[str, int] = {}  # source -> its lines held
+        self._total = 0
 
     def set_file(self, source: str, text: str) -> None:
         lines = [ln.strip() for ln in text.splitlines()]
@@ -66,8 +69,13 @@ class LineTable:
             if previous:
                 after.setdefault(previous, []).append(line)
             previous = line
+        n = sum(len(v) for v in buckets.values())
         with self._lock:
             self._remove_locked(source)
+            if self._total + n > MAX_TABLE_LINES:
+                return  # full: this file gives no drafts (the document itself still does)
+            self._count[source] = n
+            self._total += n
             for k, v in buckets.items():
                 self._buckets.setdefault(k, {})[source] = v
             for k, v in after.items():
@@ -82,6 +90,7 @@ class LineTable:
         keys = self._keys.pop(source, None)
         if keys is None:
             return
+        self._total -= self._count.pop(source, 0)
         for table, names in ((self._buckets, keys[0]), (self._after, keys[1])):
             for k in names:
                 per = table.get(k)
@@ -102,9 +111,11 @@ class LineTable:
     def following(self, line: str, exclude: str | None, counts: Counter) -> None:
         """Add the lines that follow ``line`` elsewhere."""
         with self._lock:
+            budget = MAX_SCAN
             for source, lines in self._after.get(line, {}).items():
-                if source != exclude:
+                if source != exclude and budget > 0:
                     counts.update(lines[:64])
+                    budget -= min(64, len(lines))
 
 
 def _document_lines(text: str, key: str, counts: Counter) -> None:
@@ -129,6 +140,8 @@ def find_draft(
     typed = prefix[line_start:].lstrip()
     before = prefix[: max(0, line_start - 1)]  # the document above the cursor's line
     below = suffix[suffix.find("\n") + 1 :] if "\n" in suffix else ""  # below it
+    if len(typed) > MAX_LINE:
+        return None
     if typed:
         if len(typed.strip()) < MIN_KEY:
             return None

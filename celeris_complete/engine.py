@@ -273,7 +273,8 @@ class Engine:
             draft = find_draft(prefix, suffix, lines, source)
             if draft is not None:
                 ids = self.tok.encode(ctx.heal + draft.text) + [self.ids.eos]
-                draft_ids = torch.tensor(ids, dtype=torch.long)
+                draft_ids = torch.tensor(ids[:canvas], dtype=torch.long)
+        t_draft = time.perf_counter()
         kept: list[int] = []
         deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
         should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
@@ -312,7 +313,8 @@ class Engine:
         t5 = time.perf_counter()
         timings = {
             "tokenize": (t1 - t0) * 1e3,
-            "queue": (t_locked - t1) * 1e3,
+            "draft": (t_draft - t1) * 1e3,
+            "queue": (t_locked - t_draft) * 1e3,
             "context_encode": (t2 - t_locked) * 1e3,
             "refine": (t3 - t2) * 1e3,
             "detokenize": (t4 - t3) * 1e3,
@@ -322,7 +324,12 @@ class Engine:
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
         offered = None
         if draft is not None:
-            offered = {"source": draft.source, "tokens": int(draft_ids.numel()), "kept": kept[0] if kept else 0}
+            offered = {
+                "source": draft.source,
+                "votes": draft.count,
+                "tokens": int(draft_ids.numel()),
+                "kept": kept[0] if kept else 0,
+            }
         return Completion(
             text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens,
             offered,

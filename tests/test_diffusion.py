@@ -117,3 +117,18 @@ def test_without_a_draft_the_same_model_decodes_its_own_answer():
     m = Scripted(draft_probability_table([0.3] * 6, draft + [EOS, EOS]))
     out, _ = diffuse(m, context(m), 6, IDS, DecodeSettings(steps=3))
     assert span_tokens(out[0], EOS) == [7] * 6  # the draft made the difference above
+
+
+def test_a_draft_token_the_rules_forbid_is_refused_even_at_threshold_zero():
+    draft = [102, 12, EOS]  # 102 is banned: the canvas may never hold it
+    m = Scripted(draft_probability_table([0.9, 0.9, 0.9, 0.9], [11, 12, EOS, EOS]))
+    kept = []
+    out, _ = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), draft=torch.tensor(draft),
+                     draft_threshold=0.0, draft_kept=kept)  # fmt: skip
+    assert kept == [0] and 102 not in out[0].tolist()
+    allowed = torch.zeros(128, dtype=torch.bool)
+    allowed[11] = True  # token healing: slot 0 must start with what was cut before the cursor
+    kept = []
+    diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), first_allowed=allowed, draft=torch.tensor([12, EOS]),
+            draft_threshold=0.0, draft_kept=kept)  # fmt: skip
+    assert kept == [0]
