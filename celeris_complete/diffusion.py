@@ -105,9 +105,10 @@ def diffuse(
         logits[..., ids.eos] -= settings.eos_penalty
         probs = torch.softmax(logits, dim=-1)
         if settings.temperature > 0:
-            sample_probs = torch.softmax(logits / settings.temperature, dim=-1)
-            pred = torch.multinomial(sample_probs.view(-1, sample_probs.shape[-1]), 1, generator=generator)
-            pred = pred.view(batch, canvas)
+            # A draw from softmax(logits / T) as an exponential race: argmax of p / E with E ~ Exp(1)
+            # (one vectorized pass; torch.multinomial over every slot's vocabulary was 4x slower here).
+            race = torch.empty_like(probs).exponential_(generator=generator)
+            pred = (probs ** (1.0 / settings.temperature) / race).argmax(dim=-1)
             conf = probs.gather(-1, pred.unsqueeze(-1)).squeeze(-1)
         else:
             conf, pred = probs.max(dim=-1)

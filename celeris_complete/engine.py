@@ -268,6 +268,7 @@ class Engine:
             temperature=s.temperature if temperature is None else temperature,
             seed=s.seed if seed is None else seed,
         )
+        t_draft0 = time.perf_counter()
         draft, draft_ids = None, None
         if s.drafts and mode == "line" and settings.temperature == 0 and self.hf is None:
             draft = find_draft(prefix, suffix, lines, source)
@@ -312,9 +313,9 @@ class Engine:
         text = postprocess(after_cursor, prefix, suffix, mode)
         t5 = time.perf_counter()
         timings = {
-            "tokenize": (t1 - t0) * 1e3,
-            "draft": (t_draft - t1) * 1e3,
-            "queue": (t_locked - t_draft) * 1e3,
+            "tokenize": (t_draft0 - t0) * 1e3,
+            "draft": (t_draft - t_draft0) * 1e3,
+            "queue": (t_locked - t1) * 1e3,
             "context_encode": (t2 - t_locked) * 1e3,
             "refine": (t3 - t2) * 1e3,
             "detokenize": (t4 - t3) * 1e3,
