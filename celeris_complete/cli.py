@@ -683,11 +683,13 @@ def infill(
     if as_json:
         typer.echo(json.dumps({"holes": results}))
     elif in_place and path is not None:
+        from .safe_write import replace_file
+
         backup = path.with_name(path.name + "~")
-        backup.write_bytes(path.read_bytes())
-        tmp = path.with_name(path.name + ".celeris-tmp")
-        tmp.write_text(filled, encoding="utf-8", newline="")
-        tmp.replace(path)
+        try:
+            replace_file(path, text.encode("utf-8"), filled.encode("utf-8"), backup)
+        except CelerisError as exc:
+            fail(str(exc))
         typer.echo(f"filled {len(results)} hole(s) in {path} (original kept as {backup})", err=True)
     else:
         sys.stdout.write(filled)

@@ -42,6 +42,18 @@ def test_in_place_keeps_a_backup(tiny_model_dir, src):
     assert "<FILL>" not in src.read_text()
 
 
+def test_in_place_keeps_permissions_and_crlf(tiny_model_dir, tmp_path):
+    src = tmp_path / "w.py"
+    src.write_bytes(b"def add(a, b):\r\n    return <FILL>\r\n")
+    src.chmod(0o640)
+    r = cli("infill", src, "--model", tiny_model_dir, "--in-place")
+    assert r.returncode == 0, r.stderr
+    data = src.read_bytes()
+    assert b"<FILL>" not in data and data.count(b"\r\n") == data.count(b"\n") >= 2
+    assert src.stat().st_mode & 0o777 == 0o640 and (tmp_path / "w.py~").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.py", "w.py~"]  # no temporary file left
+
+
 def test_position_and_json(tiny_model_dir, src):
     r = cli("infill", f"{src}:2:12", "--model", tiny_model_dir, "--json", "--mode", "line")
     assert r.returncode == 0, r.stderr
