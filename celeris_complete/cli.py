@@ -130,6 +130,26 @@ def train(
         typer.echo(f"model written to {path}")
 
 
+@app.command()
+def adapt(
+    workspace: Annotated[Path, typer.Argument(help="The repository to adapt to.")] = Path("."),
+    minutes: Annotated[float, typer.Option(help="Training time; the learning rate decays over it.")] = 10,
+    model: Annotated[Optional[str], typer.Option(help="Model to start from (default: the configured one).")] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start over from a new snapshot of the workspace.")] = False,
+) -> None:
+    """Train a copy of the model on the workspace's own Python files (at low priority; resumable); the
+    result goes under the user's cache, never inside the workspace."""
+    from .adapt import adapt as run_adapt
+    from .config import load_settings
+
+    try:
+        settings = load_settings({"model": model} if model else {})
+        out = run_adapt(workspace, settings, minutes, fresh=fresh)
+    except CelerisError as exc:
+        fail(str(exc))
+    typer.echo(f"adapted model written to {out} (use it with --model {out} or the setting model)")
+
+
 @app.command("corpus")
 def corpus_command(
     packages: Annotated[bool, typer.Option("--packages", help="Include the pinned packages (downloads them).")] = False,

@@ -153,16 +153,35 @@ def gather(
     return files
 
 
+def validation_split(files: list[CorpusFile], every: int = VALIDATION_EVERY, min_chars: int = 0) -> set[str]:
+    """The hashes of the held-out files: one in ``every`` by hash; for a small corpus (one repository)
+    more, in hash order, until they hold ``min_chars`` of text or a quarter of the files."""
+    held = {f.sha256 for f in files if f.in_validation(every)}
+    chars = sum(len(f.text) for f in files if f.sha256 in held)
+    for f in sorted(files, key=lambda f: f.sha256):
+        if chars >= min_chars or len(held) >= max(1, len(files) // 4) or len(held) >= len(files) - 1:
+            break
+        if f.sha256 not in held:
+            held.add(f.sha256)
+            chars += len(f.text)
+    return held
+
+
 def write_manifest(
-    files: list[CorpusFile], path: Path, every: int = VALIDATION_EVERY, sources: list[dict] | None = None
+    files: list[CorpusFile],
+    path: Path,
+    every: int = VALIDATION_EVERY,
+    sources: list[dict] | None = None,
+    held: set[str] | None = None,
 ) -> None:
     """Every file (path, hash, size, split) and, when given, the sources (package, version, licence)."""
+    held = held if held is not None else {f.sha256 for f in files if f.in_validation(every)}
     rows = [
         {
             "path": f.relpath,
             "sha256": f.sha256,
             "bytes": len(f.text.encode("utf-8")),
-            "split": "validation" if f.in_validation(every) else "train",
+            "split": "validation" if f.sha256 in held else "train",
         }
         for f in files
     ]

@@ -212,11 +212,13 @@ def prepare_data(
     if tok_path.exists() and train_bin.exists() and val_bin.exists():
         return CodeTokenizer.load(tok_path), train_bin, val_bin
     files = corpus_mod.gather(args.roots, args.excludes)
-    train_files = [f for f in files if not f.in_validation(args.validation_every)]
-    val_files = [f for f in files if f.in_validation(args.validation_every)]
+    lengths = args.context_len if isinstance(args.context_len, list) else [args.context_len or 384]
+    held = corpus_mod.validation_split(files, args.validation_every, 4 * (max(lengths) + args.max_suffix + 600))
+    train_files = [f for f in files if f.sha256 not in held]
+    val_files = [f for f in files if f.sha256 in held]
     if not train_files or not val_files:
         raise CelerisError(f"the corpus has {len(files)} files: too few to hold out a validation split")
-    corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every, args.sources)
+    corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every, args.sources, held)
     progress.show(f"corpus: {len(train_files)} train files, {len(val_files)} validation files", final=True)
     if tok is None:
         tok = CodeTokenizer.train((f.text for f in train_files), args.vocab_size)

@@ -133,25 +133,30 @@ class WorkspaceIndexer:
     def is_source(path: Path) -> bool:
         return path.suffix.lower() in SOURCE_SUFFIXES or path.name in ("Makefile", "Dockerfile", "Justfile")
 
-    def scan(self) -> None:
-        """Index every wanted file under the root (and forget files no longer wanted)."""
+    def walk(self):
+        """Every source file under the root that is wanted (not ignored, not secret), in a stable order;
+        a secret file is judged by its path and never opened."""
         self.gitignore.specs.clear()
-        seen: set[str] = set()
         for folder, dirs, names in os.walk(self.root):
-            if len(seen) >= MAX_FILES:
-                log.warning("indexed the first %d files under %s only", MAX_FILES, self.root)
-                break
             here = Path(folder)
             if ".gitignore" in names:
                 self.gitignore.load(here)
             dirs[:] = sorted(d for d in dirs if self.wanted(here / d, is_dir=True, folders_checked=True))
             for name in sorted(names):
                 path = here / name
-                if len(seen) >= MAX_FILES:
-                    break
-                if self.is_source(path) and self.wanted(path, folders_checked=True) and self._index_file(path):
-                    seen.add(str(path))
-                time.sleep(0.001)  # let the model thread have the interpreter
+                if self.is_source(path) and self.wanted(path, folders_checked=True):
+                    yield path
+
+    def scan(self) -> None:
+        """Index every wanted file under the root (and forget files no longer wanted)."""
+        seen: set[str] = set()
+        for path in self.walk():
+            if len(seen) >= MAX_FILES:
+                log.warning("indexed the first %d files under %s only", MAX_FILES, self.root)
+                break
+            if self._index_file(path):
+                seen.add(str(path))
+            time.sleep(0.001)  # let the model thread have the interpreter
         for source in self.index.sources():
             if source.startswith(str(self.root) + os.sep) and source not in seen:
                 self.index.remove(source)

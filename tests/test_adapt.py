@@ -1,0 +1,56 @@
+"""`celeris-complete adapt`: a copy of a model trained on one repository's own files."""
+
+import json
+
+import pytest
+
+from celeris_complete.adapt import adapt, adapt_dir
+from celeris_complete.config import load_settings
+from celeris_complete.errors import CelerisError
+from celeris_complete.model_dir import load_model_dir
+from tests.conftest import STDLIB, TINY
+
+TRAIN = {k: v for k, v in TINY.items() if k in ("batch_size", "max_suffix", "eval_every", "validation_every")}
+
+
+def make_repo(root):
+    """A small repository: real modules, one ignored by .gitignore, one secret, one not Python."""
+    pkg = root / "pkg"
+    pkg.mkdir(parents=True)
+    for name in ("textwrap.py", "shlex.py", "fnmatch.py", "glob.py", "bisect.py"):
+        (pkg / name).write_text((STDLIB / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (root / ".gitignore").write_text("build/\n")
+    (root / "build").mkdir()
+    (root / "build" / "generated.py").write_text("IGNORED_BY_GITIGNORE = 1\n" * 50)
+    (root / "secret_settings.py").write_text("API_TOKEN = 'never read'\n" * 50)
+    (root / "README.md").write_text("# not python\n")
+    return root
+
+
+def test_adapts_on_the_repositorys_files_only_and_outside_it(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = make_repo(tmp_path / "repo")
+    settings = load_settings({"model": str(tiny_model_dir)}, environ={}, user_file=tmp_path / "none")
+    out = adapt(repo, settings, minutes=0.05, context_len=64, **TRAIN)
+    assert str(out).startswith(str(tmp_path / "cache")) and out == adapt_dir(repo) / "model"
+    assert not any(p.name == ".work" or p.suffix == ".safetensors" for p in repo.rglob("*"))
+    manifest = json.loads((out / "corpus_manifest.json").read_text())["files"]
+    used = sorted(r["path"].split("/", 1)[1] for r in manifest)
+    assert used == ["pkg/bisect.py", "pkg/fnmatch.py", "pkg/glob.py", "pkg/shlex.py", "pkg/textwrap.py"]
+    assert {r["split"] for r in manifest} == {"train", "validation"}  # five files are enough to hold one out
+    adapted, base = load_model_dir(out), load_model_dir(tiny_model_dir)
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert training["steps"] > 0 and training["init_from"]["path"] == str(tiny_model_dir)
+    assert adapted.tokenizer.token_bytes == base.tokenizer.token_bytes
+    assert any((a != b).any() for a, b in zip(adapted.model.state_dict().values(), base.model.state_dict().values()))
+
+
+def test_too_little_code_is_a_clear_error(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "only.py").write_text("x = 1\n")
+    settings = load_settings({"model": str(tiny_model_dir)}, environ={}, user_file=tmp_path / "none")
+    with pytest.raises(CelerisError, match="at least 2"):
+        adapt(tmp_path / "one", settings, minutes=0.05, **TRAIN)
+    with pytest.raises(CelerisError, match="not a folder"):
+        adapt(tmp_path / "missing", settings, minutes=0.05, **TRAIN)
