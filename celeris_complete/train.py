@@ -442,6 +442,11 @@ def _train(
         },
         "context_len": L,
     }
+    if init is not None and "decode" in init.meta:
+        # The starting model's decoding settings (tuned for it by `bench tune`) until it is tuned anew:
+        # without them the engine's built-in defaults apply (4 steps, no end-of-span penalty), which
+        # made a continued model look emptier and slower than its start in a side-by-side comparison.
+        meta["decode"] = init.meta["decode"]
     save_model_dir(out, model.cpu(), tok, meta)
     (out / MANIFEST).write_bytes((work / MANIFEST).read_bytes())
     procs.barrier()

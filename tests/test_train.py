@@ -87,6 +87,18 @@ def test_init_from_continues_a_model_on_longer_contexts(tiny_model_dir, small_co
     assert training["context_lens"] == {"64": 2, "256": 1} and training["context_len"] == 256
 
 
+def test_init_from_keeps_the_starting_models_decoding_settings(tiny_model_dir, small_corpus, tmp_path):
+    import shutil
+
+    start = tmp_path / "start"
+    shutil.copytree(tiny_model_dir, start)
+    config = json.loads((start / "config.json").read_text())
+    config["decode"] = {"steps": 3, "eos_penalty": 1.0}
+    (start / "config.json").write_text(json.dumps(config))
+    out = train(TrainArgs(output=tmp_path / "m", roots=[small_corpus], steps=1, init_from=start, **TINY_DATA))
+    assert json.loads((out / "config.json").read_text())["decode"] == {"steps": 3, "eos_penalty": 1.0}
+
+
 def test_init_from_refuses_data_of_another_tokenizer(tiny_model_dir, small_corpus, tmp_path):
     out = tmp_path / "m"
     train(TrainArgs(output=out, roots=[small_corpus], steps=1, **{**TINY, "vocab_size": 620}))
