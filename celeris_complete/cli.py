@@ -188,6 +188,10 @@ def eval_command(
     context_len: Annotated[
         Optional[int], typer.Option(help="Context tokens per sample (default: the longest the model trained on).")
     ] = None,
+    val_bin: Annotated[
+        Optional[Path],
+        typer.Option(help="Held-out tokens of a training run (RUN/.work/val.bin) instead of the model's own files."),
+    ] = None,
 ) -> None:
     """Validation figures of a model on its held-out split (the files its manifest marks 'validation')."""
     import json
@@ -197,7 +201,7 @@ def eval_command(
 
     try:
         figures = validate_model_dir(
-            model or default_model_dir(), list(corpus) if corpus else None, batches, precision, context_len
+            model or default_model_dir(), list(corpus) if corpus else None, batches, precision, context_len, val_bin
         )
     except CelerisError as exc:
         fail(str(exc))

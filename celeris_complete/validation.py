@@ -104,11 +104,20 @@ def validate_model_dir(
     batches: int = 16,
     precision: str = "auto",
     context_len: int | None = None,
+    tokens_file: Path | None = None,
 ) -> dict:
+    """``tokens_file``: held-out tokens of another run (its .work/val.bin, made with this model's
+    tokenizer) instead of this model's own held-out files, to compare models on the same data."""
+    from .data import load_tokens
     from .train import pick_autocast
 
     loaded = load_model_dir(model_dir)
-    tokens, found = held_out_tokens(Path(model_dir), loaded.tokenizer, roots)
+    if tokens_file is not None:
+        if not Path(tokens_file).is_file():
+            raise CelerisError(f"{tokens_file}: no such token file")
+        tokens, found = load_tokens(Path(tokens_file)), {"tokens_file": str(tokens_file)}
+    else:
+        tokens, found = held_out_tokens(Path(model_dir), loaded.tokenizer, roots)
     max_suffix = int(loaded.meta.get("training", {}).get("args", {}).get("max_suffix", 128))
     if context_len is None:
         context_len = int(loaded.meta.get("context_len", 384))

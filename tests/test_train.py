@@ -135,3 +135,13 @@ def test_eval_reproduces_the_recorded_validation_figures(tiny_model_dir, small_c
     again = validate_model_dir(tiny_model_dir, [small_corpus], batches=16)
     assert {k: again[k] for k in recorded} == recorded
     assert again["files_found"] == again["files_listed"] > 0
+
+
+def test_eval_on_another_runs_held_out_tokens(tiny_model_dir, small_corpus):
+    from celeris_complete.validation import validate_model_dir
+
+    val_bin = tiny_model_dir / ".work" / "val.bin"  # the training run's own held-out tokens
+    figures = validate_model_dir(tiny_model_dir, batches=2, tokens_file=val_bin)
+    assert figures["tokens_file"] == str(val_bin) and figures["tokens"] > 0
+    with pytest.raises(CelerisError, match="no such token file"):
+        validate_model_dir(tiny_model_dir, tokens_file=val_bin.with_name("missing.bin"))
