@@ -364,6 +364,7 @@ def _train(
         if stretch_over():
             if procs.main:
                 save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
+            procs.barrier()  # leave together: a rank that quits while rank 0 writes aborts the group
             progress.show(f"stretch over at step {state['step']}; checkpoint {ckpt}", final=True)
             return None
         step = state["step"]
