@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -136,18 +137,29 @@ def adapt(
     minutes: Annotated[float, typer.Option(help="Training time; the learning rate decays over it.")] = 10,
     model: Annotated[Optional[str], typer.Option(help="Model to start from (default: the configured one).")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start over from a new snapshot of the workspace.")] = False,
+    parent_pid: Annotated[Optional[int], typer.Option(hidden=True, help="Stop when this process ends.")] = None,
 ) -> None:
-    """Train a copy of the model on the workspace's own Python files (at low priority; resumable); the
-    result goes under the user's cache, never inside the workspace."""
+    """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
+    compare it with the model it started from on held-out workspace files; the result goes under the
+    user's cache, never inside the workspace."""
+    from .adapt import CHECK_FILE, exit_with_parent
     from .adapt import adapt as run_adapt
     from .config import load_settings
 
+    if parent_pid:
+        exit_with_parent(parent_pid)
     try:
         settings = load_settings({"model": model} if model else {})
         out = run_adapt(workspace, settings, minutes, fresh=fresh)
+        verdict = json.loads((out / CHECK_FILE).read_text(encoding="utf-8"))
     except CelerisError as exc:
         fail(str(exc))
-    typer.echo(f"adapted model written to {out} (use it with --model {out} or the setting model)")
+    base, adapted = verdict["base"]["content_acc"], verdict["adapted"]["content_acc"]
+    typer.echo(f"held-out workspace files, masked-token accuracy: base {base}, adapted {adapted}")
+    if verdict["passed"]:
+        typer.echo(f"adapted model written to {out} (use it with --model {out} or the setting model)")
+    else:
+        typer.echo(f"adapted model written to {out}, but it is not better than the base model on held-out files")
 
 
 @app.command("corpus")
@@ -288,7 +300,7 @@ def bench_quality(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     threshold: Annotated[Optional[float], typer.Option()] = None,
-    eos_penalty: Annotated[Optional[float], typer.Option()] = None,
+    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty (both modes).")] = None,
     canvas: Annotated[Optional[int], typer.Option(help="Canvas slots (line or block mode).")] = None,
     quant: Annotated[Optional[str], typer.Option(help="none or int8.")] = None,
     device: Annotated[Optional[str], typer.Option()] = None,
@@ -302,7 +314,8 @@ def bench_quality(
     from .config import load_settings
     from .engine import Engine
 
-    overrides = dict(model=model, steps=steps, threshold=threshold, eos_penalty=eos_penalty, quant=quant, device=device)
+    overrides = dict(model=model, steps=steps, threshold=threshold, quant=quant, device=device)
+    overrides |= dict(eos_penalty=eos_penalty, eos_penalty_line=eos_penalty)
     if canvas is not None:
         overrides["canvas_line" if task_set == "single" else "canvas_block"] = canvas
     try:
@@ -311,7 +324,17 @@ def bench_quality(
         result = evaluate(engine, task_set, limit, workers, progress=lambda m: typer.echo(m, err=True))
     except CelerisError as exc:
         fail(str(exc))
-    keys = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens", "quant", "device")
+    keys = (
+        "steps",
+        "threshold",
+        "eos_penalty",
+        "eos_penalty_line",
+        "canvas_line",
+        "canvas_block",
+        "prefix_tokens",
+        "quant",
+        "device",
+    )
     result["settings"] = {k: engine.settings.values[k] for k in keys}  # as used, with the model's recommendations
     result["settings"]["quant"] = engine.quant  # auto resolved
     result["model"] = str(engine.path)
@@ -619,7 +642,7 @@ def infill(
     mode: Annotated[Optional[str], typer.Option(help="auto, line or block.")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Confidence threshold.")] = None,
-    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty.")] = None,
+    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty (both modes).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
@@ -647,6 +670,7 @@ def infill(
         steps=steps,
         threshold=threshold,
         eos_penalty=eos_penalty,
+        eos_penalty_line=eos_penalty,
         device=device,
         backend=backend,
         quant=quant,

@@ -37,7 +37,7 @@ from .traced import TracedModel
 
 __all__ = ["Cancelled", "Completion", "Engine"]
 
-DECODE_KEYS = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens")
+DECODE_KEYS = ("steps", "threshold", "eos_penalty", "eos_penalty_line", "canvas_line", "canvas_block", "prefix_tokens")
 
 
 @dataclass
@@ -264,7 +264,7 @@ class Engine:
         settings = DecodeSettings(
             steps=steps or s.steps,
             threshold=s.threshold if threshold is None else threshold,
-            eos_penalty=s.eos_penalty,
+            eos_penalty=s.eos_penalty_line if mode == "line" and s.eos_penalty_line is not None else s.eos_penalty,
             temperature=s.temperature if temperature is None else temperature,
             seed=s.seed if seed is None else seed,
         )

@@ -139,3 +139,18 @@ def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_d
     assert onnx.backend == "onnx"
     for prefix, suffix in PROMPTS:
         assert onnx.complete(prefix, suffix).raw == engine.complete(prefix, suffix).raw
+
+
+def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):
+    base = engine.settings
+    try:
+        engine.use_settings(base.with_overrides({"eos_penalty": 0.0, "eos_penalty_line": 20.0}, "test"))
+        line = engine.complete(*PROMPTS[0], mode="line", max_tokens=8)
+        assert line.tokens == 8, line  # the span can never end: every slot holds a token
+        block_with = engine.complete(*PROMPTS[1], mode="block", max_tokens=16).raw
+        engine.use_settings(base.with_overrides({"eos_penalty": 0.0, "eos_penalty_line": 0.0}, "test"))
+        assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).raw == block_with
+        engine.use_settings(base.with_overrides({"eos_penalty": 20.0, "eos_penalty_line": 0.0}, "test"))
+        assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).tokens == 16
+    finally:
+        engine.use_settings(base)
