@@ -481,6 +481,45 @@ def bench_repo(
     typer.echo(json.dumps(without_sites(result), indent=2))
 
 
+@bench_app.command("serve")
+def bench_serve(
+    clients: Annotated[str, typer.Option(help="Comma-separated numbers of concurrent clients.")] = "1,4,16,64",
+    seconds: Annotated[float, typer.Option(help="How long each level runs.")] = 20.0,
+    url: Annotated[
+        Optional[str], typer.Option(help="A running server (default: start one on a free loopback port).")
+    ] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model directory (for the server it starts).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option(help="Send this environment variable's key.")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+) -> None:
+    """HTTP server throughput and latency at several numbers of concurrent clients (one request at a
+    time in the server: no batching across requests yet); prints a Markdown table."""
+    import json
+
+    try:
+        from .bench_serve import run, table
+    except ImportError as exc:
+        fail(f"bench serve needs httpx and the server packages ({exc.name} is missing): pip install -e '.[test]'")
+    try:
+        levels = [int(c) for c in clients.split(",") if c.strip()]
+    except ValueError:
+        fail("--clients takes comma-separated whole numbers, e.g. 1,4,16,64")
+    if not levels or min(levels) < 1 or seconds <= 0:
+        fail("--clients must be positive numbers and --seconds positive")
+    key = None
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    try:
+        result = run(levels, seconds, url, model, key, progress=lambda m: typer.echo(m, err=True))
+    except RuntimeError as exc:
+        fail(str(exc))
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(result))
+
+
 def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> list[dict]:
     """The steps dial's rows (bench dial and bench latency)."""
     from .bench_dial import sweep
