@@ -3,7 +3,8 @@ concurrent clients (each sends its next request as soon as the last is answered)
 source files.  Starts its own server on a free loopback port unless given ``url``.
 
 Client-observed latency percentiles per level, with the server's own split from ``Server-Timing``
-(time queued for the model, and the rest), so that the HTTP overhead at one client shows too.
+(time queued for the model, and the rest) and what HTTP adds (client-observed minus the server's
+own total).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
     latencies: list[float] = []
     queued: list[float] = []
     served: list[float] = []
+    overhead: list[float] = []  # client-observed minus the server's own total: HTTP and the client
     rejected = errors = 0
     end = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
@@ -72,6 +74,7 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
                 timing = parse_timing(r.headers.get("server-timing", ""))
                 queued.append(timing.get("queue", 0.0))
                 served.append(timing.get("total", 0.0) - timing.get("queue", 0.0))
+                overhead.append(took - timing.get("total", 0.0))
 
         t_start = time.perf_counter()
         await asyncio.gather(*(client(k) for k in range(clients)))
@@ -86,6 +89,7 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
         "p99_ms": round(percentile(latencies, 99), 1),
         "server_queue_p50_ms": round(percentile(queued, 50), 1),
         "server_work_p50_ms": round(percentile(served, 50), 1),
+        "http_overhead_p50_ms": round(percentile(overhead, 50), 2),
         "rejected_429": rejected,
         "errors": errors,
     }
@@ -145,13 +149,14 @@ def run(
 def table(result: dict) -> str:
     head = (
         "| clients | requests | throughput (req/s) | p50 ms | p95 ms | p99 ms | server queue p50 ms "
-        "| server work p50 ms | 429 | errors |"
+        "| server work p50 ms | HTTP overhead p50 ms | 429 | errors |"
     )
-    lines = [head, "|" + " --- |" * 10]
+    lines = [head, "|" + " --- |" * 11]
     for r in result["rows"]:
         lines.append(
             f"| {r['clients']} | {r['requests']} | {r['throughput_rps']} | {r['p50_ms']} | {r['p95_ms']} "
-            f"| {r['p99_ms']} | {r['server_queue_p50_ms']} | {r['server_work_p50_ms']} | {r['rejected_429']} "
+            f"| {r['p99_ms']} | {r['server_queue_p50_ms']} | {r['server_work_p50_ms']} | {r['http_overhead_p50_ms']} "
+            f"| {r['rejected_429']} "
             f"| {r['errors']} |"
         )
     return "\n".join(lines)

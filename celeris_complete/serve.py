@@ -251,7 +251,13 @@ async def next_event(request: Request, events: asyncio.Queue, job: Job) -> tuple
     """The worker's next event for ``job``; a client that leaves first cancels the job."""
     get = asyncio.ensure_future(events.get())
     gone = asyncio.ensure_future(wait_disconnect(request))
-    done, _ = await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        done, _ = await asyncio.wait({get, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # this handler was cancelled (shutdown): so is the job
+        job.cancel.set()
+        get.cancel()
+        gone.cancel()
+        raise
     if get in done:
         gone.cancel()
         return get.result()

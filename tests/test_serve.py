@@ -351,3 +351,13 @@ def test_a_public_address_needs_a_key():
         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
     )
     assert r.returncode == 2 and b"needs an API key" in r.stderr
+
+
+def test_bench_serve_against_the_running_server(server):
+    from celeris_complete.bench_serve import run, table
+
+    result = run([1, 2], 1.0, url=server.url, requests=6)
+    assert [r["clients"] for r in result["rows"]] == [1, 2] and result["batching"] is False
+    assert all(r["requests"] > 0 and r["errors"] == 0 and r["rejected_429"] == 0 for r in result["rows"])
+    assert all(r["p50_ms"] <= r["p99_ms"] and r["server_work_p50_ms"] > 0 for r in result["rows"])
+    assert table(result).splitlines()[0].startswith("| clients | requests | throughput")
