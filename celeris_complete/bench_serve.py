@@ -45,13 +45,13 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
     queued: list[float] = []
     served: list[float] = []
     overhead: list[float] = []  # client-observed minus the server's own total: HTTP and the client
-    rejected = errors = 0
+    rejected = late = errors = 0
     end = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits, headers=headers) as http:
 
         async def client(k: int) -> None:
-            nonlocal rejected, errors
+            nonlocal rejected, late, errors
             i = k * 7919
             while time.perf_counter() < end:
                 body = bodies[i % len(bodies)]
@@ -66,6 +66,9 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
                 if r.status_code == 429:
                     rejected += 1
                     await asyncio.sleep(0.05)
+                    continue
+                if r.status_code == 504:
+                    late += 1  # its deadline passed while it waited
                     continue
                 if r.status_code != 200:
                     errors += 1
@@ -91,6 +94,7 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
         "server_work_p50_ms": round(percentile(served, 50), 1),
         "http_overhead_p50_ms": round(percentile(overhead, 50), 2),
         "rejected_429": rejected,
+        "deadline_504": late,
         "errors": errors,
     }
 
@@ -101,10 +105,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str | None, max_queue: int, log: Path) -> tuple[subprocess.Popen, str]:
+def start_server(model: str | None, max_queue: int, log: Path, threads: int | None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
     args += ["--log-level", "warning"] + (["--model", model] if model else [])
+    args += ["--threads", str(threads)] if threads is not None else []
     proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 300
@@ -123,7 +128,7 @@ def start_server(model: str | None, max_queue: int, log: Path) -> tuple[subproce
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    requests: int = 200, progress=None,
+    requests: int = 200, progress=None, threads: int | None = None,
 ) -> dict:  # fmt: skip
     bodies = places(requests)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -131,7 +136,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if url is None:
-                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log")
+                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads)
             health = httpx.get(url + "/health", timeout=10).json()
             asyncio.run(level(url, 1, 2.0, bodies, headers))  # warm-up: traced graphs, caches
             rows = []
@@ -149,14 +154,14 @@ def run(
 def table(result: dict) -> str:
     head = (
         "| clients | requests | throughput (req/s) | p50 ms | p95 ms | p99 ms | server queue p50 ms "
-        "| server work p50 ms | HTTP overhead p50 ms | 429 | errors |"
+        "| server work p50 ms | HTTP overhead p50 ms | 429 | 504 | errors |"
     )
-    lines = [head, "|" + " --- |" * 11]
+    lines = [head, "|" + " --- |" * 12]
     for r in result["rows"]:
         lines.append(
             f"| {r['clients']} | {r['requests']} | {r['throughput_rps']} | {r['p50_ms']} | {r['p95_ms']} "
             f"| {r['p99_ms']} | {r['server_queue_p50_ms']} | {r['server_work_p50_ms']} | {r['http_overhead_p50_ms']} "
-            f"| {r['rejected_429']} "
+            f"| {r['rejected_429']} | {r['deadline_504']} "
             f"| {r['errors']} |"
         )
     return "\n".join(lines)

@@ -490,6 +490,7 @@ def bench_serve(
     ] = None,
     model: Annotated[Optional[str], typer.Option(help="Model directory (for the server it starts).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option(help="Send this environment variable's key.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads of the server it starts (0: all).")] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
 ) -> None:
     """HTTP server throughput and latency at several numbers of concurrent clients (one request at a
@@ -512,7 +513,7 @@ def bench_serve(
         if not key:
             fail(f"--api-key-env {api_key_env}: that environment variable is not set")
     try:
-        result = run(levels, seconds, url, model, key, progress=lambda m: typer.echo(m, err=True))
+        result = run(levels, seconds, url, model, key, progress=lambda m: typer.echo(m, err=True), threads=threads)
     except RuntimeError as exc:
         fail(str(exc))
     if output:

@@ -357,7 +357,9 @@ def test_bench_serve_against_the_running_server(server):
     from celeris_complete.bench_serve import run, table
 
     result = run([1, 2], 1.0, url=server.url, requests=6)
-    assert [r["clients"] for r in result["rows"]] == [1, 2] and result["batching"] is False
-    assert all(r["requests"] > 0 and r["errors"] == 0 and r["rejected_429"] == 0 for r in result["rows"])
-    assert all(r["p50_ms"] <= r["p99_ms"] and r["server_work_p50_ms"] > 0 for r in result["rows"])
+    rows = result["rows"]
+    assert [r["clients"] for r in rows] == [1, 2] and result["batching"] is False
+    # (429s may come: this server's queue holds one request, and the bench retries them.)
+    assert all(r["requests"] > 0 and r["errors"] == r["deadline_504"] == 0 for r in rows), str(rows)
+    assert all(r["p50_ms"] <= r["p99_ms"] and r["server_work_p50_ms"] > 0 for r in rows), str(rows)
     assert table(result).splitlines()[0].startswith("| clients | requests | throughput")
