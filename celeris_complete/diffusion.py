@@ -62,6 +62,7 @@ def diffuse(
     draft: torch.Tensor | None = None,
     draft_threshold: float = 0.0,
     draft_kept: list[int] | None = None,
+    on_step=None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
@@ -79,6 +80,9 @@ def diffuse(
     least ``draft_threshold`` probability (or that already hold it) is committed as drafted; past the
     first slot it refuses, the draft is dropped and decoding goes on as usual.  A draft the model takes
     whole finishes in one step.  ``draft_kept`` receives the number of draft tokens kept.
+
+    ``on_step(step, canvas)``, when given, sees the canvas ids (B, C) after every step (masked slots
+    still hold ``ids.mask``): for clients that show the text sharpening step by step.
     """
     batch, device = batch_and_device(context_kv)
     x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
@@ -140,6 +144,8 @@ def diffuse(
         x = torch.where(slot_index > first, torch.full_like(x, ids.eos), x)
         if step_times is not None:
             step_times.append(time.perf_counter() - started)
+        if on_step is not None:
+            on_step(step, x)
         if last or not (x == ids.mask).any():
             break
     if draft_kept is not None:

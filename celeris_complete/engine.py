@@ -37,6 +37,7 @@ from .traced import TracedModel
 
 __all__ = ["Cancelled", "Completion", "Engine"]
 
+MASKED_SLOT = "\u2591"  # how canvas_text shows a slot the model has not committed yet
 DECODE_KEYS = ("steps", "threshold", "eos_penalty", "eos_penalty_line", "canvas_line", "canvas_block", "prefix_tokens")
 
 
@@ -197,6 +198,27 @@ class Engine:
         ok = (self._token_len >= n) & (self._token_matrix[:, :n] == head[:n]).all(axis=1)
         return torch.from_numpy(ok).to(self.device)
 
+    def canvas_text(self, row: torch.Tensor, heal: str = "", masked: str = MASKED_SLOT) -> str:
+        """A canvas as text: committed tokens decoded, each still-masked slot shown as ``masked``,
+        nothing from the first end-of-span on; ``heal`` (text before the cursor that the span
+        rewrites) left out once the canvas starts with it."""
+        parts: list[str] = []
+        run: list[int] = []
+        for t in row.tolist():
+            if t == self.ids.eos:
+                break
+            if t == self.ids.mask:
+                if run:
+                    parts.append(self.tok.decode(run))
+                    run = []
+                parts.append(masked)
+            else:
+                run.append(t)
+        if run:
+            parts.append(self.tok.decode(run))
+        text = "".join(parts)
+        return text[len(heal) :] if heal and text.startswith(heal) else text
+
     def _context_kv(self, tokens: list[int]):
         key = np.asarray(tokens, dtype=np.int64)
         past, n = self.cache.lookup(key)
@@ -224,6 +246,7 @@ class Engine:
         snippets: Sequence[str] = (),
         lines: LineTable | None = None,
         source: str | None = None,
+        on_step=None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -234,6 +257,8 @@ class Engine:
         (callers may pass a slice of a huge document around the cursor).  ``snippets``: text
         from other files that may help, most relevant first.  ``lines``: the workspace's lines, for
         drafts (``source`` is the document's key there, left out of its own drafts).
+        ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
+        step (see ``canvas_text``), before post-processing.
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -277,6 +302,12 @@ class Engine:
                 draft_ids = torch.tensor(ids[:canvas], dtype=torch.long)
         t_draft = time.perf_counter()
         kept: list[int] = []
+        report = None
+        if on_step is not None:
+
+            def report(step: int, x: torch.Tensor) -> None:
+                on_step(step, self.canvas_text(x[0], ctx.heal))
+
         deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
         should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
         t1 = time.perf_counter()
@@ -304,6 +335,7 @@ class Engine:
                 draft_ids,
                 s.draft_threshold,
                 kept,
+                on_step=report,
             )
         t3 = time.perf_counter()
         span = span_tokens(out[0], self.ids.eos)
