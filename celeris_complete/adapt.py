@@ -118,24 +118,3 @@ def check(adapted: Path, base: Path, batches: int = CHECK_BATCHES) -> dict:
     tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
     os.replace(tmp, adapted / CHECK_FILE)
     return result
-
-
-def exit_with_parent(pid: int, every_s: float = 2.0) -> None:
-    """End this process when process ``pid`` (the language server that started it) has ended: the
-    checkpoint of the last stretch stays, and the next start goes on from it."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while True:
-            time.sleep(every_s)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                os._exit(3)
-            except PermissionError:
-                pass  # alive, another user's: cannot happen for our own parent, but never a false exit
-            if os.getppid() != pid:  # reparented: the parent is gone even if its pid was reused
-                os._exit(3)
-
-    threading.Thread(target=watch, name="celeris-parent-watch", daemon=True).start()

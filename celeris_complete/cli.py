@@ -142,12 +142,13 @@ def adapt(
     """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
     compare it with the model it started from on held-out workspace files; the result goes under the
     user's cache, never inside the workspace."""
-    from .adapt import CHECK_FILE, exit_with_parent
+    from .adapt import CHECK_FILE
     from .adapt import adapt as run_adapt
     from .config import load_settings
+    from .parent_watch import exit_with_parent
 
-    if parent_pid:
-        exit_with_parent(parent_pid)
+    if parent_pid:  # started by the language server: its checkpoint stays for the next start
+        exit_with_parent(parent_pid, code=3, direct=True)
     try:
         settings = load_settings({"model": model} if model else {})
         out = run_adapt(workspace, settings, minutes, fresh=fresh)

@@ -141,27 +141,18 @@ def chunk_choice(index: int, text: str, finish_reason: str | None, fim: bool) ->
     return out
 
 
+def _envelope(rid: str, model: str, kind: str, choices: list[dict], **extra) -> dict:
+    return {"id": rid, "object": kind, "created": int(time.time()), "model": model, "choices": choices, **extra}
+
+
 def response_body(rid: str, model: str, choices: list[dict], usage: dict, fim: bool, timings: dict) -> dict:
-    return {
-        "id": rid,
-        "object": "fim.completion" if fim else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": usage,
-        "timings": timings,  # ours: the same phases as the Server-Timing header, in ms
-    }
+    # timings: ours, the same phases as the Server-Timing header, in ms
+    kind = "fim.completion" if fim else "text_completion"
+    return _envelope(rid, model, kind, choices, usage=usage, timings=timings)
 
 
 def chunk_body(rid: str, model: str, choices: list[dict], fim: bool, **extra) -> dict:
-    return {
-        "id": rid,
-        "object": "fim.completion.chunk" if fim else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        **extra,
-    }
+    return _envelope(rid, model, "fim.completion.chunk" if fim else "text_completion", choices, **extra)
 
 
 def server_timing(phases: dict[str, float]) -> str:

@@ -32,6 +32,7 @@ from pygls.workspace.position_codec import ServerTextPosition
 from celeris_complete import __version__
 from celeris_complete.config import Settings, load_settings
 from celeris_complete.errors import CelerisError
+from celeris_complete.parent_watch import exit_with_parent
 
 from .adaptation import Adaptation
 from .document import use_fast_documents
@@ -272,7 +273,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         ls.watch_workspace(folders)
         ls.adapt_to_workspace()
         if params.process_id:
-            watch_parent(ls, params.process_id)
+            exit_with_parent(params.process_id)  # the editor that started us
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: CelerisServer, params: types.DidChangeConfigurationParams) -> None:
@@ -485,23 +486,6 @@ def release_free_memory() -> None:
     shows as resident memory that grows over a long editing session."""
     if _TRIM is not None:
         _TRIM(0)
-
-
-def watch_parent(server: CelerisServer, pid: int) -> None:
-    """Exit when the editor that started us is gone."""
-
-    def watch() -> None:
-        while True:
-            time.sleep(2.0)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                log.info("parent process %d is gone; exiting", pid)
-                os._exit(0)
-            except PermissionError:
-                pass  # it exists, owned by someone else
-
-    threading.Thread(target=watch, name="celeris-parent-watch", daemon=True).start()
 
 
 def serve(settings: Settings, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> None:
