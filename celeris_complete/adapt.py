@@ -5,12 +5,15 @@ at every level, ignore and secret globs: a secret file is judged by its path and
 copied into a snapshot under the user's cache (never inside the workspace), and the base model is
 trained on from there at low priority for a bounded time with a schedule made for short runs. The
 result is a model directory beside the snapshot, with the manifest of the files used; run again, the
-same command goes on from its checkpoint (``fresh`` starts over from a new snapshot).
+same command goes on from its checkpoint (``fresh`` starts over from a new snapshot). ``check`` then
+compares the adapted and the base model on the workspace files the run held out, and records whether
+the adapted model may replace the base one (``check.json``, read by the language server).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -22,6 +25,8 @@ from .model_dir import default_model_dir, load_model_dir
 from .train import TrainArgs, train
 
 ADAPT_SUFFIXES = (".py",)  # what the model reads; other sources stay for snippets only
+CHECK_FILE = "check.json"
+CHECK_BATCHES = 16  # 512 held-out spans, the same ones for both models
 
 
 def adapt_dir(workspace: Path) -> Path:
@@ -49,9 +54,16 @@ def snapshot(workspace: Path, settings: Settings, dest: Path) -> list[str]:
 
 
 def adapt(
-    workspace: Path, settings: Settings, minutes: float, fresh: bool = False, lr: float = 5e-4, **train_options
+    workspace: Path,
+    settings: Settings,
+    minutes: float,
+    fresh: bool = False,
+    lr: float = 5e-4,
+    check_batches: int = CHECK_BATCHES,
+    **train_options,
 ) -> Path:
-    """Train a copy of the configured model on ``workspace``; returns the adapted model's directory."""
+    """Train a copy of the configured model on ``workspace``, then ``check`` it against the base
+    model (``check_batches`` 0: no check); returns the adapted model's directory."""
     workspace = Path(workspace).expanduser()
     if not workspace.is_dir():
         raise CelerisError(f"{workspace}: not a folder")
@@ -71,12 +83,59 @@ def adapt(
         os.nice(10)  # completions come first
     except OSError:
         pass
+    trained = loaded.meta.get("training", {})
+    context_len = int(loaded.meta.get("context_len", 384))
     options = {
-        "context_len": int(loaded.meta.get("context_len", 384)),
+        "context_len": context_len,
+        "max_suffix": int(trained.get("args", {}).get("max_suffix") or min(128, context_len // 3)),
+        "batch_size": int(trained.get("batch_size") or 16),
         "warmup_steps": 20,  # a short run: 200 warm-up steps would never end in 10 minutes here
         "eval_every": 50,
         **train_options,
     }
+    (out / CHECK_FILE).unlink(missing_ok=True)  # the verdict on an earlier stretch no longer holds
     args = TrainArgs(output=out, roots=[src], init_from=base, minutes=minutes, lr=lr, **options)
     train(args)
+    if check_batches:
+        check(out, base, check_batches)
     return out
+
+
+def check(adapted: Path, base: Path, batches: int = CHECK_BATCHES) -> dict:
+    """Both models on the adapted run's held-out workspace files (the same spans for each): the
+    adapted model passes when its masked-token accuracy there is not below the base model's.
+    Written to ``adapted/check.json``."""
+    from .validation import validate_model_dir
+
+    held_out = adapted / ".work" / "val.bin"
+    figures = {
+        "base": validate_model_dir(base, batches=batches, tokens_file=held_out, decode=False),
+        "adapted": validate_model_dir(adapted, batches=batches, tokens_file=held_out, decode=False),
+    }
+    passed = figures["adapted"]["content_acc"] >= figures["base"]["content_acc"]
+    result = {"passed": passed, "metric": "content_acc", "base_model": str(base), **figures}
+    tmp = adapted / (CHECK_FILE + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    os.replace(tmp, adapted / CHECK_FILE)
+    return result
+
+
+def exit_with_parent(pid: int, every_s: float = 2.0) -> None:
+    """End this process when process ``pid`` (the language server that started it) has ended: the
+    checkpoint of the last stretch stays, and the next start goes on from it."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:
+                pass  # alive, another user's: cannot happen for our own parent, but never a false exit
+            if os.getppid() != pid:  # reparented: the parent is gone even if its pid was reused
+                os._exit(3)
+
+    threading.Thread(target=watch, name="celeris-parent-watch", daemon=True).start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -136,18 +137,29 @@ def adapt(
     minutes: Annotated[float, typer.Option(help="Training time; the learning rate decays over it.")] = 10,
     model: Annotated[Optional[str], typer.Option(help="Model to start from (default: the configured one).")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start over from a new snapshot of the workspace.")] = False,
+    parent_pid: Annotated[Optional[int], typer.Option(hidden=True, help="Stop when this process ends.")] = None,
 ) -> None:
-    """Train a copy of the model on the workspace's own Python files (at low priority; resumable); the
-    result goes under the user's cache, never inside the workspace."""
+    """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
+    compare it with the model it started from on held-out workspace files; the result goes under the
+    user's cache, never inside the workspace."""
+    from .adapt import CHECK_FILE, exit_with_parent
     from .adapt import adapt as run_adapt
     from .config import load_settings
 
+    if parent_pid:
+        exit_with_parent(parent_pid)
     try:
         settings = load_settings({"model": model} if model else {})
         out = run_adapt(workspace, settings, minutes, fresh=fresh)
+        verdict = json.loads((out / CHECK_FILE).read_text(encoding="utf-8"))
     except CelerisError as exc:
         fail(str(exc))
-    typer.echo(f"adapted model written to {out} (use it with --model {out} or the setting model)")
+    base, adapted = verdict["base"]["content_acc"], verdict["adapted"]["content_acc"]
+    typer.echo(f"held-out workspace files, masked-token accuracy: base {base}, adapted {adapted}")
+    if verdict["passed"]:
+        typer.echo(f"adapted model written to {out} (use it with --model {out} or the setting model)")
+    else:
+        typer.echo(f"adapted model written to {out}, but it is not better than the base model on held-out files")
 
 
 @app.command("corpus")
@@ -237,6 +249,66 @@ def lsp(
 
 
 @app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default; any other needs an API key).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model_name: Annotated[
+        Optional[str], typer.Option(help="The model id clients send and /v1/models lists (default celeris-DIRNAME).")
+    ] = None,
+    api_key_env: Annotated[
+        Optional[str], typer.Option(help="Require this environment variable's value as bearer token.")
+    ] = None,
+    api_key_file: Annotated[Optional[Path], typer.Option(help="Require this file's content as bearer token.")] = None,
+    max_queue: Annotated[int, typer.Option(help="Requests that may wait for the model; more are answered 429.")] = 64,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body accepted (413 above).")] = 1 << 20,
+    max_deadline_ms: Annotated[
+        float, typer.Option(help="Longest deadline a request may ask for; also the deadline of those that ask none.")
+    ] = 10_000.0,
+    max_n: Annotated[int, typer.Option(help="Most completions one request may ask for (n).")] = 8,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
+    log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "info",
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
+) -> None:
+    """Serve completions over HTTP: /v1/fim/completions, /v1/completions, /v1/models, /health, /metrics."""
+    import logging
+
+    try:
+        from .serve import ServeOptions, api_key_from, run
+    except ImportError as exc:
+        fail(f"serve needs the server packages ({exc.name} is missing): pip install -e '.[serve]'")
+    from .config import load_settings
+
+    levels = ("critical", "error", "warning", "info", "debug")
+    if log_level not in levels:
+        fail(f"--log-level must be one of {', '.join(levels)}")
+    if not 0 < port < 65536:
+        fail("--port must be between 1 and 65535")
+    if max_queue < 1 or max_n < 1 or max_body_bytes < 1 or max_deadline_ms <= 0:
+        fail("--max-queue, --max-n, --max-body-bytes and --max-deadline-ms must be positive")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    overrides = dict(
+        model=model, device=device, backend=backend, quant=quant, threads=threads,
+        trust_remote_code=trust_remote_code or None,
+    )  # fmt: skip
+    try:
+        key = api_key_from(host, api_key_env, api_key_file)
+        settings = load_settings(overrides)
+    except CelerisError as exc:
+        fail(str(exc))
+    options = ServeOptions(
+        max_queue=max_queue, max_body_bytes=max_body_bytes, max_deadline_ms=max_deadline_ms, max_n=max_n,
+        model_name=model_name, api_key=key,
+    )  # fmt: skip
+    run(settings, options, host, port, log_level)
+
+
+@app.command()
 def selftest(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
     budget_ms: Annotated[Optional[float], typer.Option(help="Keystroke budget in ms (default 100).")] = None,
@@ -288,7 +360,7 @@ def bench_quality(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     threshold: Annotated[Optional[float], typer.Option()] = None,
-    eos_penalty: Annotated[Optional[float], typer.Option()] = None,
+    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty (both modes).")] = None,
     canvas: Annotated[Optional[int], typer.Option(help="Canvas slots (line or block mode).")] = None,
     quant: Annotated[Optional[str], typer.Option(help="none or int8.")] = None,
     device: Annotated[Optional[str], typer.Option()] = None,
@@ -302,7 +374,8 @@ def bench_quality(
     from .config import load_settings
     from .engine import Engine
 
-    overrides = dict(model=model, steps=steps, threshold=threshold, eos_penalty=eos_penalty, quant=quant, device=device)
+    overrides = dict(model=model, steps=steps, threshold=threshold, quant=quant, device=device)
+    overrides |= dict(eos_penalty=eos_penalty, eos_penalty_line=eos_penalty)
     if canvas is not None:
         overrides["canvas_line" if task_set == "single" else "canvas_block"] = canvas
     try:
@@ -311,7 +384,17 @@ def bench_quality(
         result = evaluate(engine, task_set, limit, workers, progress=lambda m: typer.echo(m, err=True))
     except CelerisError as exc:
         fail(str(exc))
-    keys = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens", "quant", "device")
+    keys = (
+        "steps",
+        "threshold",
+        "eos_penalty",
+        "eos_penalty_line",
+        "canvas_line",
+        "canvas_block",
+        "prefix_tokens",
+        "quant",
+        "device",
+    )
     result["settings"] = {k: engine.settings.values[k] for k in keys}  # as used, with the model's recommendations
     result["settings"]["quant"] = engine.quant  # auto resolved
     result["model"] = str(engine.path)
@@ -428,6 +511,46 @@ def bench_repo(
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     typer.echo(table(result))
     typer.echo(json.dumps(without_sites(result), indent=2))
+
+
+@bench_app.command("serve")
+def bench_serve(
+    clients: Annotated[str, typer.Option(help="Comma-separated numbers of concurrent clients.")] = "1,4,16,64",
+    seconds: Annotated[float, typer.Option(help="How long each level runs.")] = 20.0,
+    url: Annotated[
+        Optional[str], typer.Option(help="A running server (default: start one on a free loopback port).")
+    ] = None,
+    model: Annotated[Optional[str], typer.Option(help="Model directory (for the server it starts).")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option(help="Send this environment variable's key.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads of the server it starts (0: all).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+) -> None:
+    """HTTP server throughput and latency at several numbers of concurrent clients (one request at a
+    time in the server: no batching across requests yet); prints a Markdown table."""
+    import json
+
+    try:
+        from .bench_serve import run, table
+    except ImportError as exc:
+        fail(f"bench serve needs httpx and the server packages ({exc.name} is missing): pip install -e '.[test]'")
+    try:
+        levels = [int(c) for c in clients.split(",") if c.strip()]
+    except ValueError:
+        fail("--clients takes comma-separated whole numbers, e.g. 1,4,16,64")
+    if not levels or min(levels) < 1 or seconds <= 0:
+        fail("--clients must be positive numbers and --seconds positive")
+    key = None
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+    try:
+        result = run(levels, seconds, url, model, key, progress=lambda m: typer.echo(m, err=True), threads=threads)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(result))
 
 
 def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> list[dict]:
@@ -628,7 +751,7 @@ def infill(
     mode: Annotated[Optional[str], typer.Option(help="auto, line or block.")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
     threshold: Annotated[Optional[float], typer.Option(help="Confidence threshold.")] = None,
-    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty.")] = None,
+    eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty (both modes).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
@@ -656,6 +779,7 @@ def infill(
         steps=steps,
         threshold=threshold,
         eos_penalty=eos_penalty,
+        eos_penalty_line=eos_penalty,
         device=device,
         backend=backend,
         quant=quant,

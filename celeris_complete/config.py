@@ -58,6 +58,13 @@ OPTIONS: dict[str, Option] = {
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
     "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),
     "eos_penalty": Option(float, 0.0, "Subtracted from the end-of-span logit.", minimum=0.0, maximum=20.0),
+    "eos_penalty_line": Option(
+        float,
+        None,
+        "The same in line mode (unset: eos_penalty). A line may end early: no answer beats a wrong one.",
+        minimum=0.0,
+        maximum=20.0,
+    ),
     "temperature": Option(float, 0.0, "0 = greedy.", minimum=0.0, maximum=5.0),
     "seed": Option(int, 0, "Seed for sampling when temperature > 0.", minimum=0),
     "canvas_line": Option(int, 24, "Canvas slots in line mode.", minimum=1, maximum=64),
@@ -80,6 +87,13 @@ OPTIONS: dict[str, Option] = {
     "draft_threshold": Option(
         float, 0.0, "Keep a drafted token when the model gives it at least this probability.", minimum=0.0, maximum=1.0
     ),
+    "adapt": Option(
+        bool,
+        False,
+        "Language server: adapt the model to the workspace in the background (low priority, paused while you "
+        "type) and switch to it once it does at least as well as the base model on held-out workspace files.",
+    ),
+    "adapt_minutes": Option(float, 10.0, "Training time of a background adaptation.", minimum=0.1, maximum=1440.0),
     "alternatives": Option(int, 3, "Completions offered when the user asks for them.", minimum=1, maximum=10),
     "ignore_globs": Option(list, (), "Files (globs on the path) never completed."),
     "secret_globs": Option(

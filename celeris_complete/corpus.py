@@ -155,13 +155,15 @@ def gather(
 
 def validation_split(files: list[CorpusFile], every: int = VALIDATION_EVERY, min_chars: int = 0) -> set[str]:
     """The hashes of the held-out files: one in ``every`` by hash; for a small corpus (one repository)
-    more, in hash order, until they hold ``min_chars`` of text or a quarter of the files."""
+    more, in hash order, until they hold ``min_chars`` of text, skipping any file that would leave the
+    training side with less than that (and always at least one file on each side)."""
     held = {f.sha256 for f in files if f.in_validation(every)}
     chars = sum(len(f.text) for f in files if f.sha256 in held)
+    total = sum(len(f.text) for f in files)
     for f in sorted(files, key=lambda f: f.sha256):
-        if chars >= min_chars or len(held) >= max(1, len(files) // 4) or len(held) >= len(files) - 1:
+        if chars >= min_chars or len(held) >= len(files) - 1:
             break
-        if f.sha256 not in held:
+        if f.sha256 not in held and (not held or total - chars - len(f.text) >= min_chars):
             held.add(f.sha256)
             chars += len(f.text)
     return held

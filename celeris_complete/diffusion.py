@@ -92,6 +92,7 @@ def diffuse(
     draft_threshold: float = 0.0,
     draft_kept: list[int] | None = None,
     first_probs: list[torch.Tensor] | None = None,
+    on_step=None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
@@ -114,6 +115,9 @@ def diffuse(
     length and ``eos_penalty`` (every canvas starts all masked, so it is the same for all of them):
     an empty list receives it (one canvas's probabilities); a list holding it replaces the first
     step's model call (``first_allowed`` then restricts what the first decode allowed, or repeats it).
+
+    ``on_step(step, canvas)``, when given, sees the canvas ids (B, C) after every step (masked slots
+    still hold ``ids.mask``): for clients that show the text sharpening step by step.
     """
     batch, device = batch_and_device(context_kv)
     x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
@@ -180,6 +184,8 @@ def diffuse(
         x = torch.where(slot_index > first, torch.full_like(x, ids.eos), x)
         if step_times is not None:
             step_times.append(time.perf_counter() - started)
+        if on_step is not None:
+            on_step(step, x)
         if last or not (x == ids.mask).any():
             break
     if draft_kept is not None:

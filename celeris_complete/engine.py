@@ -39,7 +39,8 @@ from .traced import TracedModel
 
 __all__ = ["Cancelled", "Completion", "Engine"]
 
-DECODE_KEYS = ("steps", "threshold", "eos_penalty", "canvas_line", "canvas_block", "prefix_tokens")
+MASKED_SLOT = "\u2591"  # how canvas_text shows a slot the model has not committed yet
+DECODE_KEYS = ("steps", "threshold", "eos_penalty", "eos_penalty_line", "canvas_line", "canvas_block", "prefix_tokens")
 # Alternatives are drawn at this temperature among each slot's likeliest tokens (the tail of a small
 # model's distribution is noise, and a race over the whole vocabulary costs ~5 ms per canvas and step).
 ALTERNATIVE_TEMPERATURE = 0.8
@@ -204,6 +205,27 @@ class Engine:
         ok = (self._token_len >= n) & (self._token_matrix[:, :n] == head[:n]).all(axis=1)
         return torch.from_numpy(ok).to(self.device)
 
+    def canvas_text(self, row: torch.Tensor, heal: str = "", masked: str = MASKED_SLOT) -> str:
+        """A canvas as text: committed tokens decoded, each still-masked slot shown as ``masked``,
+        nothing from the first end-of-span on; ``heal`` (text before the cursor that the span
+        rewrites) left out once the canvas starts with it."""
+        parts: list[str] = []
+        run: list[int] = []
+        for t in row.tolist():
+            if t == self.ids.eos:
+                break
+            if t == self.ids.mask:
+                if run:
+                    parts.append(self.tok.decode(run))
+                    run = []
+                parts.append(masked)
+            else:
+                run.append(t)
+        if run:
+            parts.append(self.tok.decode(run))
+        text = "".join(parts)
+        return text[len(heal) :] if heal and text.startswith(heal) else text
+
     def _context_kv(self, tokens: list[int]):
         key = np.asarray(tokens, dtype=np.int64)
         past, n = self.cache.lookup(key)
@@ -232,6 +254,7 @@ class Engine:
         lines: LineTable | None = None,
         source: str | None = None,
         alternatives: int = 1,
+        on_step=None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -244,6 +267,8 @@ class Engine:
         drafts (``source`` is the document's key there, left out of its own drafts).
         ``alternatives`` > 1: also that many completions less one, sampled (``Completion.alternatives``);
         the answer itself is the same as without them.
+        ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
+        step (see ``canvas_text``), before post-processing.
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -274,7 +299,7 @@ class Engine:
         settings = DecodeSettings(
             steps=steps or s.steps,
             threshold=s.threshold if threshold is None else threshold,
-            eos_penalty=s.eos_penalty,
+            eos_penalty=s.eos_penalty_line if mode == "line" and s.eos_penalty_line is not None else s.eos_penalty,
             temperature=s.temperature if temperature is None else temperature,
             seed=s.seed if seed is None else seed,
         )
@@ -288,6 +313,12 @@ class Engine:
         t_draft = time.perf_counter()
         kept: list[int] = []
         first = [] if alternatives > 1 else None  # the first step's prediction, for the alternatives
+        report = None
+        if on_step is not None:
+
+            def report(step: int, x: torch.Tensor) -> None:
+                on_step(step, self.canvas_text(x[0], ctx.heal))
+
         deadline = None if deadline_ms is None else t0 + deadline_ms / 1000.0
         should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
         t1 = time.perf_counter()
@@ -315,7 +346,8 @@ class Engine:
                 draft_ids,
                 s.draft_threshold,
                 kept,
-                first,
+                first_probs=first,
+                on_step=report,
             )
             t3 = time.perf_counter()
             if first is not None:

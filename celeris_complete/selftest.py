@@ -69,7 +69,7 @@ def one_token_per_step(engine: Engine, cursors: list, steps: int | None = None) 
     base = engine.settings
     canvas = base.canvas_line
     parallel_ms, sequential_ms, parallel_tokens, sequential_tokens = [], [], 0, 0
-    engine.use_settings(base.with_overrides({"eos_penalty": 20.0}, "equal-length comparison"))
+    engine.use_settings(base.with_overrides({"eos_penalty": 20.0, "eos_penalty_line": 20.0}, "equal-length comparison"))
     try:
         for text, at, _ in cursors:
             a = engine.complete(text[:at], text[at:], mode="line", max_tokens=canvas, steps=steps)

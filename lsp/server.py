@@ -33,6 +33,7 @@ from celeris_complete import __version__
 from celeris_complete.config import Settings, load_settings
 from celeris_complete.errors import CelerisError
 
+from .adaptation import Adaptation
 from .document import use_fast_documents
 from .typing_cache import TypingCache
 from .workspace_index import SnippetSource, matches
@@ -80,6 +81,7 @@ class CelerisServer(LanguageServer):
         self.requests = 0
         self.model_calls = 0
         self.calls_started = 0
+        self.adaptation = Adaptation(self.switch_model)
 
     # ---- engine ---------------------------------------------------------------------------
     def load_engine(self) -> None:
@@ -111,6 +113,37 @@ class CelerisServer(LanguageServer):
 
         self.model_thread.submit(load)
 
+    def adapt_to_workspace(self) -> None:
+        """Start adapting the model to the first workspace folder, when the setting asks for it."""
+        if not self.settings.adapt:
+            self.adaptation.stop()  # turned off: its checkpoint stays for the next time
+            return
+        if self.adaptation.state in ("training", "ready") or not self.folders:
+            return
+        root = to_fs_path(self.folders[0])
+        if not root or not Path(root).is_dir():
+            return
+        from celeris_complete.adapt import adapt_dir
+
+        home = adapt_dir(Path(root))
+        home.mkdir(parents=True, exist_ok=True)
+        self.adaptation.start(Path(root), self.settings.model, self.settings.adapt_minutes, home / "adapt.log")
+
+    def switch_model(self, model_dir: Path) -> None:
+        """Load ``model_dir`` beside the current model (completions go on meanwhile), then answer with it."""
+        from celeris_complete.engine import Engine
+
+        settings = self.settings.with_overrides({"model": str(model_dir)}, "adaptation")
+        engine = Engine(settings)
+        self.settings, self.engine = settings, engine
+        self.typing = TypingCache()  # answers of the previous model
+        self.window_log_message(
+            types.LogMessageParams(
+                type=types.MessageType.Info,
+                message=f"celeris-complete: now completing with the model adapted to this workspace ({model_dir})",
+            )
+        )
+
     def apply_settings(self, overrides: Any, source: str, reload: bool = True) -> None:
         if not overrides:
             return
@@ -140,6 +173,8 @@ class CelerisServer(LanguageServer):
             self.load_engine()
         elif self.engine is not None:
             self.engine.use_settings(new)
+        if self.folders is not None:
+            self.adapt_to_workspace()
 
     def warn(self, message: str) -> None:
         log.warning(message)
@@ -235,6 +270,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         if not folders and (params.root_uri or params.root_path):
             folders = [params.root_uri or Path(params.root_path).as_uri()]
         ls.watch_workspace(folders)
+        ls.adapt_to_workspace()
         if params.process_id:
             watch_parent(ls, params.process_id)
 
@@ -254,6 +290,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: CelerisServer, params: Any = None) -> None:
         ls.snippets.stop()
+        ls.adaptation.stop()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CelerisServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -284,6 +321,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "files": len(ls.snippets.index.sources()),
                 "chunks": len(ls.snippets.index),
             },
+            "adaptation": ls.adaptation.status(),
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
         }
 
@@ -293,6 +331,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         """Completions at the cursor (text to insert there), and the range they replace."""
         t0 = time.perf_counter()
         ls.requests += 1
+        ls.adaptation.typing()
         if ls.engine is None:
             if ls.engine_error:
                 log.info("no completion for %s: the model failed to load (%s)", uri, ls.engine_error)

@@ -1,8 +1,9 @@
 import json
+from pathlib import Path
 
 import pytest
 
-from celeris_complete.corpus import gather, looks_generated, write_manifest
+from celeris_complete.corpus import CorpusFile, gather, looks_generated, validation_split, write_manifest
 from celeris_complete.errors import CelerisError
 
 
@@ -40,3 +41,19 @@ def test_manifest_lists_every_file(small_corpus, tmp_path):
     rows = json.loads((tmp_path / "m.json").read_text())["files"]
     assert [r["sha256"] for r in rows] == [f.sha256 for f in files]
     assert all(r["bytes"] > 0 and r["split"] in ("train", "validation") for r in rows)
+
+
+def test_a_small_corpus_holds_out_enough_text_even_when_a_tiny_file_comes_first():
+    # A repository of five modules and one two-line script that sorts first by hash: the script alone
+    # is far too little to validate on (it once was the whole held-out split and training refused).
+    def f(sha: str, chars: int) -> CorpusFile:
+        return CorpusFile(Path(sha), sha, sha * 8, "x" * chars)
+
+    files = [f("0001", 30), f("1111", 19_000), f("2222", 13_000), f("3333", 6_000), f("4444", 8_000), f("5555", 3_000)]
+    held = validation_split(files, every=10_000, min_chars=2_720)
+    held_chars = sum(len(x.text) for x in files if x.sha256 in held)
+    assert held_chars >= 2_720 and len(held) < len(files)
+    assert sum(len(x.text) for x in files) - held_chars >= 2_720  # the training side keeps enough too
+    # Too little text for both sides: still one file on each side, never all of them held out.
+    two = [f("0001", 100), f("1111", 100)]
+    assert len(validation_split(two, every=10_000, min_chars=2_720)) == 1

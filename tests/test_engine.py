@@ -137,14 +137,21 @@ def distinct(done) -> list[str]:
 
 def test_alternatives_leave_the_answer_as_it_was_and_differ_from_it(engine, engine_int8):
     for eng in (engine, engine_int8):
+        base = eng.settings
         offered = []
-        for prefix, suffix in PROMPTS:
-            alone = eng.complete(prefix, suffix)
-            done = eng.complete(prefix, suffix, alternatives=3)
-            assert (done.text, done.raw, done.steps, done.tokens) == (alone.text, alone.raw, alone.steps, alone.tokens)
-            assert len(done.alternatives) == 2 and done.timings_ms["alternatives"] > 0
-            assert eng.complete(prefix, suffix, alternatives=3).alternatives == done.alternatives  # seeded
-            offered.append(distinct(done))
+        try:  # one penalty in both modes: line answers that are not empty, so that there are three to offer
+            eng.use_settings(base.with_overrides({"eos_penalty_line": base.eos_penalty}, "test"))
+            for prefix, suffix in PROMPTS:
+                alone = eng.complete(prefix, suffix)
+                done = eng.complete(prefix, suffix, alternatives=3)
+                assert (done.text, done.raw, done.steps, done.tokens) == (
+                    alone.text, alone.raw, alone.steps, alone.tokens
+                )  # fmt: skip
+                assert len(done.alternatives) == 2 and done.timings_ms["alternatives"] > 0
+                assert eng.complete(prefix, suffix, alternatives=3).alternatives == done.alternatives  # seeded
+                offered.append(distinct(done))
+        finally:
+            eng.use_settings(base)
         assert sum(len(texts) == 3 for texts in offered) >= 2, offered
     assert engine.complete(*PROMPTS[0]).alternatives == ()
 
@@ -162,3 +169,18 @@ def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_d
     assert not onnx.model.batched
     done = onnx.complete(*PROMPTS[3], alternatives=3)
     assert done.raw == engine.complete(*PROMPTS[3]).raw and len(set(done.alternatives)) == 2
+
+
+def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):
+    base = engine.settings
+    try:
+        engine.use_settings(base.with_overrides({"eos_penalty": 0.0, "eos_penalty_line": 20.0}, "test"))
+        line = engine.complete(*PROMPTS[0], mode="line", max_tokens=8)
+        assert line.tokens == 8, line  # the span can never end: every slot holds a token
+        block_with = engine.complete(*PROMPTS[1], mode="block", max_tokens=16).raw
+        engine.use_settings(base.with_overrides({"eos_penalty": 0.0, "eos_penalty_line": 0.0}, "test"))
+        assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).raw == block_with
+        engine.use_settings(base.with_overrides({"eos_penalty": 20.0, "eos_penalty_line": 0.0}, "test"))
+        assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).tokens == 16
+    finally:
+        engine.use_settings(base)

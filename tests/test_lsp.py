@@ -50,8 +50,10 @@ def test_capabilities_and_inline_completion(tiny_model_dir):
 
 def test_an_invoked_request_offers_distinct_alternatives_after_the_automatic_answer(shipped_model_dir):
     async def scenario():
-        # No deadline: the answers must not depend on how busy the machine is.
-        s = Session(shipped_model_dir, init_options={"mode": "line", "budget_ms": 60000})
+        # No deadline: the answers must not depend on how busy the machine is; a line answer that is
+        # not empty (the block-mode end-of-span penalty), so that there are three to offer.
+        options = {"mode": "line", "budget_ms": 60000, "eos_penalty_line": 1.0}
+        s = Session(shipped_model_dir, init_options=options)
         await s.start()
         s.open(URI, "for i in range():\n    print(i)\n")
         automatic = await s.inline(URI, 0, 15)

@@ -1,0 +1,167 @@
+"""`celeris-complete bench serve`: throughput and latency of the HTTP server at several numbers of
+concurrent clients (each sends its next request as soon as the last is answered), on places in real
+source files.  Starts its own server on a free loopback port unless given ``url``.
+
+Client-observed latency percentiles per level, with the server's own split from ``Server-Timing``
+(time queued for the model, and the rest) and what HTTP adds (client-observed minus the server's
+own total).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from .selftest import percentile, sample_cursors
+
+WINDOW = 3000  # characters sent on each side of the cursor (the engine's context budget uses less)
+
+
+def places(n: int, seed: int = 0) -> list[dict]:
+    out = []
+    for text, at, mode in sample_cursors(n, seed=seed):
+        out.append({"prompt": text[max(0, at - WINDOW) : at], "suffix": text[at : at + WINDOW], "mode": mode})
+    return out
+
+
+def parse_timing(header: str) -> dict[str, float]:
+    out = {}
+    for part in header.split(","):
+        name, _, dur = part.strip().partition(";dur=")
+        if dur:
+            out[name] = float(dur)
+    return out
+
+
+async def level(url: str, clients: int, seconds: float, bodies: list[dict], headers: dict) -> dict:
+    latencies: list[float] = []
+    queued: list[float] = []
+    served: list[float] = []
+    overhead: list[float] = []  # client-observed minus the server's own total: HTTP and the client
+    rejected = late = errors = 0
+    end = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits, headers=headers) as http:
+
+        async def client(k: int) -> None:
+            nonlocal rejected, late, errors
+            i = k * 7919
+            while time.perf_counter() < end:
+                body = bodies[i % len(bodies)]
+                i += 1
+                t0 = time.perf_counter()
+                try:
+                    r = await http.post("/v1/fim/completions", json=body)
+                except httpx.HTTPError:
+                    errors += 1
+                    continue
+                took = (time.perf_counter() - t0) * 1e3
+                if r.status_code == 429:
+                    rejected += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                if r.status_code == 504:
+                    late += 1  # its deadline passed while it waited
+                    continue
+                if r.status_code != 200:
+                    errors += 1
+                    continue
+                latencies.append(took)
+                timing = parse_timing(r.headers.get("server-timing", ""))
+                queued.append(timing.get("queue", 0.0))
+                served.append(timing.get("total", 0.0) - timing.get("queue", 0.0))
+                overhead.append(took - timing.get("total", 0.0))
+
+        t_start = time.perf_counter()
+        await asyncio.gather(*(client(k) for k in range(clients)))
+        wall = time.perf_counter() - t_start
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "seconds": round(wall, 1),
+        "throughput_rps": round(len(latencies) / wall, 2),
+        "p50_ms": round(percentile(latencies, 50), 1),
+        "p95_ms": round(percentile(latencies, 95), 1),
+        "p99_ms": round(percentile(latencies, 99), 1),
+        "server_queue_p50_ms": round(percentile(queued, 50), 1),
+        "server_work_p50_ms": round(percentile(served, 50), 1),
+        "http_overhead_p50_ms": round(percentile(overhead, 50), 2),
+        "rejected_429": rejected,
+        "deadline_504": late,
+        "errors": errors,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str | None, max_queue: int, log: Path, threads: int | None) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
+    args += ["--log-level", "warning"] + (["--model", model] if model else [])
+    args += ["--threads", str(threads)] if threads is not None else []
+    proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError("the server was not ready in 300 s")
+
+
+def run(
+    levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
+    requests: int = 200, progress=None, threads: int | None = None,
+) -> dict:  # fmt: skip
+    bodies = places(requests)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    proc = None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            if url is None:
+                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads)
+            health = httpx.get(url + "/health", timeout=10).json()
+            asyncio.run(level(url, 1, 2.0, bodies, headers))  # warm-up: traced graphs, caches
+            rows = []
+            for clients in levels:
+                if progress:
+                    progress(f"{clients} concurrent client(s) for {seconds:g} s")
+                rows.append(asyncio.run(level(url, clients, seconds, bodies, headers)))
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
+    return {"server": health, "batching": False, "seconds_per_level": seconds, "rows": rows}
+
+
+def table(result: dict) -> str:
+    head = (
+        "| clients | requests | throughput (req/s) | p50 ms | p95 ms | p99 ms | server queue p50 ms "
+        "| server work p50 ms | HTTP overhead p50 ms | 429 | 504 | errors |"
+    )
+    lines = [head, "|" + " --- |" * 12]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['clients']} | {r['requests']} | {r['throughput_rps']} | {r['p50_ms']} | {r['p95_ms']} "
+            f"| {r['p99_ms']} | {r['server_queue_p50_ms']} | {r['server_work_p50_ms']} | {r['http_overhead_p50_ms']} "
+            f"| {r['rejected_429']} | {r['deadline_504']} "
+            f"| {r['errors']} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""The HTTP API's request and response shapes (``celeris-complete serve``).
+
+Requests follow the fill-in-the-middle endpoint (``POST /v1/fim/completions``: ``prompt`` before
+the cursor, ``suffix`` after it, as Mistral's Codestral and Inception's Mercury take them) and
+OpenAI's legacy ``POST /v1/completions`` with ``suffix``; plus our own optional ``steps``, ``mode``,
+``deadline_ms`` and ``stream_steps``.  Unknown fields are ignored; a wrong type or value is an
+``ApiError`` that the server answers with an OpenAI-style error body.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+MAX_STOP = 4  # OpenAI's limit on stop sequences
+
+
+class ApiError(Exception):
+    """An error the client gets as ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(
+        self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
+        code: str | None = None, headers: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class CompletionRequest(BaseModel):
+    """The fields both endpoints share (types checked strictly: ``"5"`` is not a number)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    model: Optional[str] = None
+    prompt: Union[str, list[str]] = ""
+    suffix: Optional[str] = None
+    max_tokens: Optional[int] = Field(None, ge=1)
+    temperature: Optional[float] = Field(None, ge=0.0, le=2.0)
+    top_p: Optional[float] = Field(None, gt=0.0, le=1.0)
+    stop: Union[str, list[str], None] = None
+    n: int = Field(1, ge=1)
+    stream: bool = False
+    seed: Optional[int] = Field(None, ge=0)
+    random_seed: Optional[int] = Field(None, ge=0)  # Mistral's name for seed
+    # Ours.
+    steps: Optional[int] = Field(None, ge=1, le=64)
+    mode: Optional[Literal["auto", "line", "block"]] = None
+    deadline_ms: Optional[float] = Field(None, gt=0)
+    stream_steps: bool = False
+    # OpenAI fields whose meaning we cannot honour: refused rather than silently ignored.
+    echo: bool = False
+    logprobs: Optional[int] = None
+    best_of: Optional[int] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> CompletionRequest:
+        if isinstance(self.prompt, list):
+            if len(self.prompt) != 1:
+                raise ValueError("prompt: give one string (batches of prompts are not served)")
+            self.prompt = self.prompt[0]
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        if self.stop is not None:
+            if len(self.stop) > MAX_STOP:
+                raise ValueError(f"stop: at most {MAX_STOP} sequences")
+            self.stop = [s for s in self.stop if s]
+        if self.seed is None:
+            self.seed = self.random_seed
+        return self
+
+    def unsupported(self) -> ApiError | None:
+        """A valid value this server cannot honour (said so, not ignored)."""
+        if self.echo:
+            return ApiError(400, "echo is not supported", param="echo", code="unsupported")
+        if self.logprobs:
+            return ApiError(400, "logprobs are not supported", param="logprobs", code="unsupported")
+        if self.best_of is not None and self.best_of != self.n:
+            return ApiError(400, "best_of is not supported (use n)", param="best_of", code="unsupported")
+        if self.top_p is not None and self.top_p < 1.0 and (self.temperature or 0.0) > 0:
+            return ApiError(
+                400,
+                "top_p below 1 is not supported: sampling draws from the whole distribution at the given temperature",
+                param="top_p",
+                code="unsupported",
+            )
+        if self.stream_steps and not self.stream:
+            return ApiError(400, "stream_steps needs stream: true", param="stream_steps")
+        return None
+
+
+def parse_request(data: object) -> CompletionRequest:
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        request = CompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(p) for p in first["loc"] if isinstance(p, str) and p not in ("str", "list[str]")]
+        param = loc[0] if loc else None
+        message = first["msg"].removeprefix("Value error, ")
+        raise ApiError(400, f"{param}: {message}" if param and not message.startswith(param) else message,
+                       param=param) from None  # fmt: skip
+    problem = request.unsupported()
+    if problem is not None:
+        raise problem
+    return request
+
+
+def cut_at_stop(text: str, stop: list[str] | None) -> tuple[str, bool]:
+    """The text up to the first stop sequence, and whether one was found."""
+    if not stop:
+        return text, False
+    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def new_id(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:24]}"
+
+
+def choice(index: int, text: str, finish_reason: str | None, fim: bool) -> dict:
+    """A choice readable by both kinds of clients on the FIM endpoint: ``text`` (OpenAI's completions,
+    Mercury) and ``message.content`` (Mistral's FIM responses)."""
+    out: dict = {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    if fim:
+        out["message"] = {"role": "assistant", "content": text}
+    return out
+
+
+def chunk_choice(index: int, text: str, finish_reason: str | None, fim: bool) -> dict:
+    out: dict = {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    if fim:
+        out["delta"] = {"role": "assistant", "content": text}
+    return out
+
+
+def response_body(rid: str, model: str, choices: list[dict], usage: dict, fim: bool, timings: dict) -> dict:
+    return {
+        "id": rid,
+        "object": "fim.completion" if fim else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage,
+        "timings": timings,  # ours: the same phases as the Server-Timing header, in ms
+    }
+
+
+def chunk_body(rid: str, model: str, choices: list[dict], fim: bool, **extra) -> dict:
+    return {
+        "id": rid,
+        "object": "fim.completion.chunk" if fim else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        **extra,
+    }
+
+
+def server_timing(phases: dict[str, float]) -> str:
+    """A ``Server-Timing`` header value from phase -> milliseconds."""
+    return ", ".join(f"{name};dur={ms:.2f}" for name, ms in phases.items())
