@@ -7,6 +7,11 @@ percentiles, the share of keystrokes answered before the next one, the
 typing-cache hit rate, server readiness time and the server's memory.  The
 files' folder is the workspace, so snippets from the other files (indexed in
 the background while typing) are part of what is measured.
+
+With ``invoked_every`` N, every Nth keystroke is also followed (once its automatic request is
+answered) by an invoked request at the same place, as when the user stops and asks for
+completions: the server answers it with ``alternatives`` completions, and its latency and the
+number of distinct items it returned are reported apart.
 """
 
 from __future__ import annotations
@@ -95,18 +100,36 @@ async def stop_server(client: LanguageClient) -> None:
     await client.stop()
 
 
-async def inline_completion(client: LanguageClient, uri: str, line: int, character: int):
-    """An automatic (as-you-type) ``textDocument/inlineCompletion`` request at the position."""
+async def inline_completion(client: LanguageClient, uri: str, line: int, character: int, invoked: bool = False):
+    """A ``textDocument/inlineCompletion`` request at the position: automatic (as you type) or invoked."""
+    kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
     return await client.text_document_inline_completion_async(
         types.InlineCompletionParams(
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            context=types.InlineCompletionContext(trigger_kind=kind),
             text_document=types.TextDocumentIdentifier(uri=uri),
             position=types.Position(line=line, character=character),
         )
     )
 
 
-async def _run(model: str | None, seconds: float, keys_per_second: float, init_options: dict) -> dict:
+def texts(result) -> list[str]:
+    return [item.insert_text for item in result.items] if result and result.items else []
+
+
+def invoked_summary(latencies: list[float], items: list[int], wanted: int) -> dict:
+    n = len(latencies)
+    return {
+        "requests": n,
+        "alternatives": wanted,
+        "latency_ms": {q: round(percentile(latencies, p), 2) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
+        "items_mean": round(sum(items) / n, 2) if n else None,
+        "all_alternatives_distinct": round(sum(k == wanted for k in items) / n, 4) if n else None,
+    }
+
+
+async def _run(
+    model: str | None, seconds: float, keys_per_second: float, init_options: dict, invoked_every: int = 0
+) -> dict:
     with_snippets = []
 
     def on_timings(params) -> None:
@@ -121,6 +144,7 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
     rss_start = rss_warm = rss_mb(pid)
     interval = 1.0 / keys_per_second
     latencies, answered_in_time, shown = [], 0, 0
+    invoked_ms, invoked_items = [], []
     sessions = iter(typing_sessions(1000))
     deadline = time.perf_counter() + seconds
     keystrokes = 0
@@ -155,6 +179,11 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
             answered_in_time += took <= interval
             shown += bool(result and result.items)
             keystrokes += 1
+            if invoked_every and keystrokes % invoked_every == 0:
+                sent = time.perf_counter()
+                items = texts(await inline_completion(client, uri, line, col, invoked=True))
+                invoked_ms.append((time.perf_counter() - sent) * 1e3)
+                invoked_items.append(len(set(items)))
             if keystrokes == 100:  # caches and allocator pools have warmed up
                 rss_warm = rss_mb(pid)
             await asyncio.sleep(max(0.0, interval - (time.perf_counter() - tick)))
@@ -164,6 +193,9 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
     await stop_server(client)
     typing = status.typing_cache
     lookups = typing.hits + typing.misses
+    invoked = None
+    if invoked_every:
+        invoked = invoked_summary(invoked_ms, invoked_items, status.settings.alternatives)
     return {
         "keystrokes": keystrokes,
         "keys_per_second": keys_per_second,
@@ -185,8 +217,16 @@ async def _run(model: str | None, seconds: float, keys_per_second: float, init_o
             "end": rss_end and round(rss_end, 1),
         },
         "rss_growth_after_warmup": round(rss_end / rss_warm - 1, 4) if rss_warm and rss_end else None,
+        **({"invoked": invoked} if invoked else {}),
     }
 
 
-def run(model: str | None, seconds: float = 60, keys_per_second: float = 20, init_options: dict | None = None) -> dict:
-    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}))
+def run(
+    model: str | None,
+    seconds: float = 60,
+    keys_per_second: float = 20,
+    init_options: dict | None = None,
+    invoked_every: int = 0,
+) -> dict:
+    """``invoked_every``: also an invoked request (alternatives) after every Nth keystroke (0: none)."""
+    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}, invoked_every))

@@ -435,16 +435,25 @@ def bench_lsp(
     keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
     quant: Annotated[Optional[str], typer.Option(help="none or int8.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
+    invoked_every: Annotated[
+        int,
+        typer.Option(help="Also an invoked request (several alternatives) after every Nth keystroke (0: none)."),
+    ] = 0,
+    alternatives: Annotated[Optional[int], typer.Option(help="Completions an invoked request asks for.")] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
 ) -> None:
-    """Type real files into the real language server over stdio; client-observed latency and memory."""
+    """Type real files into the real language server over stdio; client-observed latency and memory
+    (and, with --invoked-every, the latency of invoked requests with alternatives)."""
     import json
 
     from .bench_lsp import run
 
-    options = {k: v for k, v in dict(quant=quant, backend=backend).items() if v is not None}
+    if invoked_every < 0:
+        fail("--invoked-every must be 0 or more")
+    options = dict(quant=quant, backend=backend, alternatives=alternatives)
+    options = {k: v for k, v in options.items() if v is not None}
     try:
-        result = run(model, seconds, keys_per_second, options)
+        result = run(model, seconds, keys_per_second, options, invoked_every)
     except RuntimeError as exc:
         fail(str(exc))
     if output:

@@ -3,7 +3,9 @@
 Everything slow (loading, quantizing, thread set-up, lookup tables) happens in
 the constructor; ``complete`` is the hot path: build the context, take its
 keys/values from the cache (encoding only the tokens the cache lacks), run a
-few refinement steps on the span canvas, detokenize, post-process.
+few refinement steps on the span canvas, detokenize, post-process.  Alternatives (an invoked
+completion) ride along: the same decode, then the sampled canvases as one batch on the same cached
+context, starting from the first step's prediction (see ``diffusion.py``).
 
 Two model adapters: our own model directory (``model.py``, or its ONNX export) and a
 transformers directory of a public diffusion model (``hf_model.py``), chosen by the
@@ -16,7 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ import torch
 from .config import OPTIONS, Settings
 from .context import build_context
 from .context_cache import ContextCache
-from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, span_tokens
+from .diffusion import Cancelled, DecodeSettings, SpecialIds, diffuse, expand_kv, span_tokens
 from .drafts import LineTable, find_draft
 from .errors import CelerisError
 from .hardware import cpu_has_bf16_units
@@ -39,6 +41,10 @@ __all__ = ["Cancelled", "Completion", "Engine"]
 
 MASKED_SLOT = "\u2591"  # how canvas_text shows a slot the model has not committed yet
 DECODE_KEYS = ("steps", "threshold", "eos_penalty", "eos_penalty_line", "canvas_line", "canvas_block", "prefix_tokens")
+# Alternatives are drawn at this temperature among each slot's likeliest tokens (the tail of a small
+# model's distribution is noise, and a race over the whole vocabulary costs ~5 ms per canvas and step).
+ALTERNATIVE_TEMPERATURE = 0.8
+ALTERNATIVE_TOP_K = 16
 
 
 @dataclass
@@ -54,6 +60,7 @@ class Completion:
     heal: str = ""  # text cut from before the cursor that the span rewrites (token healing)
     snippet_tokens: int = 0  # context tokens taken by snippets from other files
     draft: dict | None = None  # the draft offered: its source, its tokens, how many the model kept
+    alternatives: tuple[str, ...] = ()  # sampled completions, as ``text`` (they may repeat it or each other)
 
 
 def has_int8_kernels() -> bool:
@@ -246,6 +253,7 @@ class Engine:
         snippets: Sequence[str] = (),
         lines: LineTable | None = None,
         source: str | None = None,
+        alternatives: int = 1,
         on_step=None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
@@ -257,6 +265,8 @@ class Engine:
         (callers may pass a slice of a huge document around the cursor).  ``snippets``: text
         from other files that may help, most relevant first.  ``lines``: the workspace's lines, for
         drafts (``source`` is the document's key there, left out of its own drafts).
+        ``alternatives`` > 1: also that many completions less one, sampled (``Completion.alternatives``);
+        the answer itself is the same as without them.
         ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
         step (see ``canvas_text``), before post-processing.
         """
@@ -302,6 +312,7 @@ class Engine:
                 draft_ids = torch.tensor(ids[:canvas], dtype=torch.long)
         t_draft = time.perf_counter()
         kept: list[int] = []
+        first = [] if alternatives > 1 else None  # the first step's prediction, for the alternatives
         report = None
         if on_step is not None:
 
@@ -335,14 +346,24 @@ class Engine:
                 draft_ids,
                 s.draft_threshold,
                 kept,
+                first_probs=first,
                 on_step=report,
             )
-        t3 = time.perf_counter()
+            t3 = time.perf_counter()
+            if first is not None:
+                sampled = replace(
+                    settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
+                )
+                rows = self._alternatives(
+                    kv, ctx, canvas, sampled, alternatives - 1, first, first_allowed, mode, should_stop, should_cancel
+                )
+        t_alt = time.perf_counter()
         span = span_tokens(out[0], self.ids.eos)
         raw = self.tok.decode(span)
         after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
         t4 = time.perf_counter()
         text = postprocess(after_cursor, prefix, suffix, mode)
+        others = () if first is None else tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
         t5 = time.perf_counter()
         timings = {
             "tokenize": (t_draft0 - t0) * 1e3,
@@ -350,11 +371,13 @@ class Engine:
             "queue": (t_locked - t1) * 1e3,
             "context_encode": (t2 - t_locked) * 1e3,
             "refine": (t3 - t2) * 1e3,
-            "detokenize": (t4 - t3) * 1e3,
+            "detokenize": (t4 - t_alt) * 1e3,
             "postprocess": (t5 - t4) * 1e3,
             "total": (t5 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
+        if first is not None:
+            timings["alternatives"] = (t_alt - t3) * 1e3  # their decode; their post-processing is in postprocess
         offered = None
         if draft is not None:
             offered = {
@@ -365,5 +388,39 @@ class Engine:
             }
         return Completion(
             text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens,
-            offered,
+            offered, others,
         )  # fmt: skip
+
+    def _alternatives(
+        self, kv, ctx, canvas: int, settings: DecodeSettings, n: int, first: list, first_allowed, mode: str,
+        should_stop, should_cancel,
+    ) -> torch.Tensor:  # fmt: skip
+        """``n`` sampled canvases (n, canvas) of the context whose state ``kv`` the first decode used,
+        from that decode's first step: one batch sharing the cached context's keys/values, or one
+        canvas at a time where the model's graphs take a single canvas (the ONNX backend)."""
+        # An alternative never starts by ending the span (nor a line by ending the line): it would be empty.
+        allowed = torch.ones(first[0].shape[-1], dtype=torch.bool, device=first[0].device)
+        allowed[self.ids.eos] = False
+        if mode == "line" and self.hf is None:
+            allowed &= self._starts_line
+        if first_allowed is not None:
+            allowed &= first_allowed
+
+        def decode(state, one: DecodeSettings) -> torch.Tensor:
+            return diffuse(self.model, state, canvas, self.ids, one, should_stop, should_cancel, allowed,
+                           first_probs=first)[0]  # fmt: skip
+
+        if self.hf is not None:
+            # Its end tokens all end the span, their logits merged on the first; greedy decoding never
+            # picks the others, but a draw could: here they are banned, so the first step is drawn anew.
+            ids = replace(self.ids, banned=(*self.ids.banned, *self.hf.end_ids[1:]))
+            state = self.hf.begin(ctx, batch=n)
+            return diffuse(self.model, state, canvas, ids, settings, should_stop, should_cancel, allowed)[0]
+        if getattr(self.model, "batched", True):  # False: the ONNX graphs, or a trace that froze the batch size
+            return decode(expand_kv(kv, n), settings)
+        return torch.cat([decode(kv, replace(settings, seed=settings.seed + i)) for i in range(n)])
+
+    def _text(self, row: torch.Tensor, heal: str, prefix: str, suffix: str, mode: str) -> str:
+        """A canvas as the text an editor shows (as for the answer in ``complete``)."""
+        raw = self.tok.decode(span_tokens(row, self.ids.eos))
+        return postprocess(raw[len(heal) :] if raw.startswith(heal) else raw, prefix, suffix, mode)

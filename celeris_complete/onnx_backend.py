@@ -112,6 +112,8 @@ def _export_jobs(jobs: list, out: Path, int8: bool) -> None:
 class OnnxModel:
     """Runs the exported graphs with ONNX Runtime behind the PyTorch model's two methods."""
 
+    batched = False  # the graphs are exported for one canvas (batch 1): alternatives decode one at a time
+
     def __init__(self, model: InfillModel, weights: Path, device: str, quant: str, threads: int) -> None:
         try:
             import onnxruntime as ort

@@ -15,6 +15,7 @@ import warnings
 import torch
 from torch import nn
 
+from .diffusion import expand_kv
 from .model import KV, FlatContextEncode, FlatSpanStep, InfillModel, flatten_kv, pair_kv
 
 
@@ -51,6 +52,10 @@ class TracedModel:
             more = ids[:, b : b + 7]
             if not _close(self.extend(more, *flatten_kv(past_b)), FlatContextEncode(model)(more, *flatten_kv(past_b))):
                 raise RuntimeError("the traced context encoding does not reproduce the model's")
+            # Several canvases on one context (alternatives): where the step graph does not follow the
+            # batch size, they are decoded one at a time (see Engine._alternatives).
+            rows = (ids[:, :16].reshape(2, 8), *flatten_kv(expand_kv(past_a, 2)))
+            self.batched = _close(self.step(*rows), FlatSpanStep(model)(*rows))
 
     @staticmethod
     def _trace(module: nn.Module, example: tuple, check: tuple):

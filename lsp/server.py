@@ -373,25 +373,18 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             if documents or ls.snippets.indexers:
                 ls.snippets.sync_open(documents, key)
                 chosen.extend(ls.snippets.choose(key, prefix))
-            snippets = [c.text for c in chosen]
-            out = []
-            for i in range(alternatives):
-                sample = {} if i == 0 else {"temperature": 0.8, "seed": i}
-                out.append(
-                    engine.complete(
-                        prefix,
-                        suffix,
-                        file_start=file_start,
-                        file_end=file_end,
-                        deadline_ms=ls.settings.budget_ms,
-                        should_cancel=should_cancel,
-                        snippets=snippets,
-                        lines=ls.snippets.index.lines,
-                        source=key,
-                        **sample,
-                    )
-                )
-            return out
+            return engine.complete(
+                prefix,
+                suffix,
+                file_start=file_start,
+                file_end=file_end,
+                deadline_ms=ls.settings.budget_ms,
+                should_cancel=should_cancel,
+                snippets=[c.text for c in chosen],
+                lines=ls.snippets.index.lines,
+                source=key,
+                alternatives=alternatives,  # decoded together, inside the one budget
+            )
 
         from celeris_complete.engine import Cancelled
 
@@ -401,23 +394,22 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             return [], None
         ls.model_calls += 1
         texts = []
-        for d in done:
-            if d.text.strip() and d.text not in texts:
-                texts.append(d.text)
+        for text in (done.text, *done.alternatives):
+            if text.strip() and text not in texts:
+                texts.append(text)
         if texts:
             ls.typing.store(uri, prefix, suffix, texts[0])
-        first = done[0]
         ls.send_timings(
             uri,
             {
                 "total_ms": round((time.perf_counter() - t0) * 1e3, 3),
-                "engine_ms": {k: v for k, v in first.timings_ms.items() if k != "steps"},
-                "steps": first.steps,
-                "cache": first.cache,
+                "engine_ms": {k: v for k, v in done.timings_ms.items() if k != "steps"},
+                "steps": done.steps,
+                "cache": done.cache,
                 "source": "model",
                 "snippets": [{"source": c.source, "line": c.line} for c in chosen],
-                "snippet_tokens": first.snippet_tokens,
-                "draft": first.draft,
+                "snippet_tokens": done.snippet_tokens,
+                "draft": done.draft,
             },
         )
         return [lead + t for t in texts], replace

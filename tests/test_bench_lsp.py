@@ -11,3 +11,11 @@ def test_short_lsp_benchmark_runs(tiny_model_dir):
     assert result["keystrokes"] > 5
     assert result["latency_ms"]["p50"] > 0 and 0 <= result["answered_before_next_key"] <= 1
     assert result["server_ready_s"] > 0 and result["rss_mb"]["end"] > 0
+
+
+def test_lsp_benchmark_measures_invoked_requests_apart(tiny_model_dir):
+    result = run(str(tiny_model_dir), seconds=3, keys_per_second=20, invoked_every=4)
+    invoked = result["invoked"]
+    assert invoked["requests"] >= 1 and invoked["alternatives"] == 3
+    assert invoked["latency_ms"]["p50"] > 0 and 0 <= invoked["items_mean"] <= 3
+    assert "invoked" not in run(str(tiny_model_dir), seconds=1, keys_per_second=20)

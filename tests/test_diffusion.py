@@ -1,6 +1,6 @@
 import torch
 
-from celeris_complete.diffusion import DecodeSettings, SpecialIds, diffuse, span_tokens
+from celeris_complete.diffusion import DecodeSettings, SpecialIds, diffuse, expand_kv, span_tokens
 from celeris_complete.model import InfillModel, ModelConfig
 
 MASK, EOS = 100, 101
@@ -132,3 +132,56 @@ def test_a_draft_token_the_rules_forbid_is_refused_even_at_threshold_zero():
     diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), first_allowed=allowed, draft=torch.tensor([12, EOS]),
             draft_threshold=0.0, draft_kept=kept)  # fmt: skip
     assert kept == [0]
+
+
+def real_model() -> InfillModel:
+    torch.manual_seed(0)
+    return InfillModel(ModelConfig(vocab_size=128, d_model=32, n_layers=2, n_heads=2, max_positions=64)).eval()
+
+
+def test_each_canvas_of_a_batch_decodes_as_it_would_alone():
+    m = real_model()
+    kv = context(m)
+    alone, _ = diffuse(m, kv, 10, IDS, DecodeSettings(steps=4))
+    batch, _ = diffuse(m, expand_kv(kv, 3), 10, IDS, DecodeSettings(steps=4))
+    assert batch.shape == (3, 10) and all(torch.equal(row, alone[0]) for row in batch)
+
+
+def test_the_shared_first_step_replaces_a_model_call_and_changes_nothing():
+    m = real_model()
+    calls = []
+    step = m.span_step
+    m.span_step = lambda x, kv: calls.append(x.shape[0]) or step(x, kv)
+    kv = context(m)
+    first = []
+    alone, ran = diffuse(m, kv, 10, IDS, DecodeSettings(steps=4), first_probs=first)
+    assert len(first) == 1 and first[0].shape == (1, 10, 128) and len(calls) == ran
+    calls.clear()
+    again, ran_again = diffuse(m, expand_kv(kv, 2), 10, IDS, DecodeSettings(steps=4), first_probs=first)
+    assert ran_again == ran - 1 and calls == [2] * (ran - 1)
+    assert torch.equal(again[0], alone[0]) and torch.equal(again[1], alone[0])
+
+
+def test_the_shared_first_step_takes_a_narrower_first_slot_rule():
+    m = Scripted(table([(5, 20.0), (6, 20.0), (7, 20.0)]))
+    first = []
+    greedy, _ = diffuse(m, context(m), 3, IDS, DecodeSettings(steps=2), first_probs=first)
+    allowed = torch.ones(128, dtype=torch.bool)
+    allowed[5] = False
+    other, _ = diffuse(m, context(m), 3, IDS, DecodeSettings(steps=2), first_allowed=allowed, first_probs=first)
+    assert greedy[0].tolist() == [5, 6, 7] and other[0, 0] != 5 and other[0, 1:].tolist() == [6, 7]
+
+
+def test_sampled_canvases_differ_stay_in_the_top_k_and_repeat_with_the_seed():
+    logits = torch.full((4, 128), -30.0)
+    logits[:, 10:20] = -torch.arange(10.0) * 0.2  # tokens 10, 11, 12 are each slot's likeliest three
+    m = Scripted(logits)
+    settings = DecodeSettings(steps=2, temperature=2.0, top_k=3, seed=7)
+    first = []
+    diffuse(m, context(m), 4, IDS, DecodeSettings(steps=2), first_probs=first)
+    a, _ = diffuse(m, expand_kv(context(m), 16), 4, IDS, settings, first_probs=first)
+    b, _ = diffuse(m, expand_kv(context(m), 16), 4, IDS, settings, first_probs=first)
+    assert torch.equal(a, b)  # the same seed, the same draws
+    assert set(a.flatten().tolist()) <= {10, 11, 12} and len({tuple(row) for row in a.tolist()}) > 8
+    c, _ = diffuse(m, expand_kv(context(m), 16), 4, IDS, DecodeSettings(steps=2, temperature=2.0, top_k=3, seed=8))
+    assert not torch.equal(a, c)

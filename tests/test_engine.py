@@ -130,6 +130,32 @@ def test_threshold_zero_commits_everything_at_once(engine):
     assert done.steps == 1
 
 
+def distinct(done) -> list[str]:
+    """The completions an invoked request offers: the answer and its alternatives, non-empty, once each."""
+    return list(dict.fromkeys(t for t in (done.text, *done.alternatives) if t.strip()))
+
+
+def test_alternatives_leave_the_answer_as_it_was_and_differ_from_it(engine, engine_int8):
+    for eng in (engine, engine_int8):
+        base = eng.settings
+        offered = []
+        try:  # one penalty in both modes: line answers that are not empty, so that there are three to offer
+            eng.use_settings(base.with_overrides({"eos_penalty_line": base.eos_penalty}, "test"))
+            for prefix, suffix in PROMPTS:
+                alone = eng.complete(prefix, suffix)
+                done = eng.complete(prefix, suffix, alternatives=3)
+                assert (done.text, done.raw, done.steps, done.tokens) == (
+                    alone.text, alone.raw, alone.steps, alone.tokens
+                )  # fmt: skip
+                assert len(done.alternatives) == 2 and done.timings_ms["alternatives"] > 0
+                assert eng.complete(prefix, suffix, alternatives=3).alternatives == done.alternatives  # seeded
+                offered.append(distinct(done))
+        finally:
+            eng.use_settings(base)
+        assert sum(len(texts) == 3 for texts in offered) >= 2, offered
+    assert engine.complete(*PROMPTS[0]).alternatives == ()
+
+
 def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     settings = load_settings(
@@ -139,6 +165,10 @@ def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_d
     assert onnx.backend == "onnx"
     for prefix, suffix in PROMPTS:
         assert onnx.complete(prefix, suffix).raw == engine.complete(prefix, suffix).raw
+    # Its graphs take one canvas: alternatives are decoded one after another (each with its own seed).
+    assert not onnx.model.batched
+    done = onnx.complete(*PROMPTS[3], alternatives=3)
+    assert done.raw == engine.complete(*PROMPTS[3]).raw and len(set(done.alternatives)) == 2
 
 
 def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):

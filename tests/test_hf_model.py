@@ -322,6 +322,10 @@ def test_engine_completes(request, which):
     assert set(done.raw.split()) <= set(WORDS)
     again = engine.complete(PREFIX, SUFFIX, mode="line", max_tokens=6)
     assert again.raw == done.raw, "greedy decoding is deterministic"
+    # Alternatives: a batch of sampled canvases on the same context; the answer stays what it was.
+    invoked = engine.complete(PREFIX, SUFFIX, mode="line", max_tokens=6, alternatives=3)
+    assert invoked.raw == done.raw and len(invoked.alternatives) == 2
+    assert all(set(t.split()) <= set(WORDS) for t in invoked.alternatives), invoked.alternatives
 
 
 def cli(*args, env=None):

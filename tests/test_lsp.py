@@ -48,6 +48,24 @@ def test_capabilities_and_inline_completion(tiny_model_dir):
     run(scenario())
 
 
+def test_an_invoked_request_offers_distinct_alternatives_after_the_automatic_answer(shipped_model_dir):
+    async def scenario():
+        # No deadline: the answers must not depend on how busy the machine is; a line answer that is
+        # not empty (the block-mode end-of-span penalty), so that there are three to offer.
+        options = {"mode": "line", "budget_ms": 60000, "eos_penalty_line": 1.0}
+        s = Session(shipped_model_dir, init_options=options)
+        await s.start()
+        s.open(URI, "for i in range():\n    print(i)\n")
+        automatic = await s.inline(URI, 0, 15)
+        invoked = await s.inline(URI, 0, 15, invoked=True)
+        texts = [item.insert_text for item in invoked.items]
+        assert len(texts) == 3 and len(set(texts)) == 3 and all(t.strip() for t in texts), texts
+        assert [item.insert_text for item in automatic.items] == texts[:1]  # the answer first, as shown
+        await s.stop()
+
+    run(scenario())
+
+
 def test_completion_items_replace_the_word_being_typed(tiny_model_dir):
     async def scenario():
         s = Session(tiny_model_dir, init_options={"mode": "line"})
