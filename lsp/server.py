@@ -15,17 +15,16 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import ServerTextPosition
 
@@ -34,6 +33,8 @@ from celeris_complete.config import Settings, load_settings
 from celeris_complete.errors import CelerisError
 
 from .document import use_fast_documents
+from .framing import FrameReader, serve_frames
+from .protocol import CelerisProtocol
 from .typing_cache import TypingCache
 from .workspace_index import SnippetSource, matches
 
@@ -41,22 +42,11 @@ log = logging.getLogger("celeris.lsp")
 
 TIMINGS_NOTIFICATION = "celeris/timings"
 STATUS_REQUEST = "celeris/status"
+DOCUMENT_REQUEST = "celeris/document"
 TRIM_EVERY = 100  # model calls between giving free heap memory back (see release_free_memory)
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
 ENGINE_KEYS = ("model", "backend", "device", "quant", "trace", "threads", "trust_remote_code")
 SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens")
-
-
-class CelerisProtocol(LanguageServerProtocol):
-    """Answers a request whose parameters cannot be read with an error, instead of leaving it unanswered."""
-
-    def structure_message(self, data: dict[str, Any]):
-        try:
-            return super().structure_message(data)
-        except JsonRpcException as exc:
-            if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
-                self._send_response(data["id"], error=exc.to_response_error())
-            return SimpleNamespace(jsonrpc="ignored")  # handle_message drops it with a warning
 
 
 class CelerisServer(LanguageServer):
@@ -80,6 +70,20 @@ class CelerisServer(LanguageServer):
         self.requests = 0
         self.model_calls = 0
         self.calls_started = 0
+
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """pygls's stdio loop with a reader that survives wrong Content-Length headers (framing.py)."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = FrameReader(stdin or sys.stdin.buffer)
+        try:
+            asyncio.run(serve_frames(reader, self.protocol.handle_body, self._stop_event, self.thread_pool))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; exiting")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
 
     # ---- engine ---------------------------------------------------------------------------
     def load_engine(self) -> None:
@@ -286,6 +290,16 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             },
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
         }
+
+    @server.feature(DOCUMENT_REQUEST)
+    def document(ls: CelerisServer, params: Any = None) -> dict | None:
+        """The server's copy of an open document ({"uri": ...} -> uri, version, text), or null: lets a client
+        (and the fuzzing tests) check that incremental edits were applied as it applied them."""
+        uri = getattr(params, "uri", None)
+        doc = ls.workspace.text_documents.get(uri) if isinstance(uri, str) else None
+        if doc is None:
+            return None
+        return {"uri": uri, "version": doc.version, "text": doc.source}
 
     async def complete_at(
         ls: CelerisServer, uri: str, position: types.Position, automatic: bool, selected=None, alternatives: int = 1
