@@ -3,9 +3,12 @@
 - Every request is answered: a body that is not JSON gets a parse error, one that is
   not a JSON-RPC object an invalid-request error (both with ``"id": null``, as
   JSON-RPC says), unreadable parameters an invalid-params error, and a request
-  after ``shutdown`` an invalid-request error (pygls dropped these).
+  after ``shutdown`` or for a notification's method an invalid-request error
+  (pygls dropped these).
 - A client's mistakes are logged on one line; tracebacks are left for the
   server's own faults.
+- Changes to a document that is not open are ignored (pygls raised, and showed the
+  client an error).
 - A finished notification handler is forgotten (pygls kept the future of every
   didOpen, didChange and didClose, with its parameters, for the whole session).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
+from urllib.parse import unquote
 
 from cattrs.errors import ClassValidationError
 from lsprotocol import types
@@ -32,6 +36,7 @@ from pygls.protocol.json_rpc import (
     JsonRPCResponseMessage,
     ResponseErrorMessage,
 )
+from pygls.protocol.language_server import lsp_method
 
 log = logging.getLogger("celeris.lsp")
 
@@ -67,8 +72,13 @@ class CelerisProtocol(LanguageServerProtocol):
                 self.send_error(data["id"], JsonRpcInvalidRequest("not a JSON-RPC 2.0 request"))
             return
         message = self.structure_message(data)
-        if message is not None:
-            self.handle_message(message)
+        if message is None:
+            return
+        if is_request and not hasattr(message, "id"):  # pygls read it as a notification and dropped the id
+            log.warning("answered an invalid-request error to %r sent as a request", data["method"])
+            self.send_error(data["id"], JsonRpcInvalidRequest(f"{data['method']} is a notification, not a request"))
+            return
+        self.handle_message(message)
 
     def structure_message(self, data: dict[str, Any]):
         """The message as pygls's types, or None (after answering a request) when its fields cannot be read."""
@@ -97,6 +107,14 @@ class CelerisProtocol(LanguageServerProtocol):
             self.send_error(message.id, JsonRpcInvalidRequest("the server is shutting down"))
             return
         super().handle_message(message)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        uri = params.text_document.uri
+        if unquote(uri) not in self.workspace.text_documents:
+            log.warning("ignored changes to %.200s, which is not open", uri)
+            return
+        yield from super().lsp_text_document__did_change(params)
 
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None) -> None:
         def done(future) -> None:

@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.io_ import StdoutWriter
@@ -184,14 +185,18 @@ class CelerisServer(LanguageServer):
     def open_documents(self) -> dict[str, tuple[str, object, str]]:
         """key -> (text, version, why skipped or ''), read on the message loop (cheap: no copies)."""
         out = {}
-        for uri, doc in list(self.workspace.text_documents.items()):
+        for uri, doc in list(self.workspace.text_documents.items()):  # keyed by unquoted URIs
             key, why = self.key(uri)
             out[key] = (doc.source, doc.version, why or "")
         return out
 
+    def document(self, uri: str):
+        """The open document at ``uri``, or None (pygls keys them by the URI with %-escapes undone)."""
+        return self.workspace.text_documents.get(unquote(uri))
+
     def around_cursor(self, uri: str, position: types.Position) -> tuple[str, str, bool, bool] | None:
         """(prefix, suffix, prefix reaches the file start, suffix reaches the file end), or None."""
-        doc = self.workspace.text_documents.get(uri)
+        doc = self.document(uri)
         if doc is None:
             return None
         lines = doc.lines
@@ -296,7 +301,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         """The server's copy of an open document ({"uri": ...} -> uri, version, text), or null: lets a client
         (and the fuzzing tests) check that incremental edits were applied as it applied them."""
         uri = getattr(params, "uri", None)
-        doc = ls.workspace.text_documents.get(uri) if isinstance(uri, str) else None
+        doc = ls.document(uri) if isinstance(uri, str) else None
         if doc is None:
             return None
         return {"uri": uri, "version": doc.version, "text": doc.source}
@@ -322,7 +327,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         lead = ""
         if selected is not None:
             # The completion popup has an item selected: complete as if it were accepted.
-            doc = ls.workspace.text_documents[uri]
+            doc = ls.document(uri)
             start = doc.offset_at_position(selected.range.start)
             typed = doc.source[start : doc.offset_at_position(position)]
             if len(typed) <= len(prefix) and prefix.endswith(typed):
@@ -414,10 +419,10 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     async def completion(ls: CelerisServer, params: types.CompletionParams):
         uri, position = params.text_document.uri, params.position
         texts, _ = await complete_at(ls, uri, position, automatic=False)
-        if not texts:
+        doc = ls.document(uri)
+        if not texts or doc is None:  # (closed while the model ran)
             return types.CompletionList(is_incomplete=True, items=[])
         # Replace the word being typed, so that the client's filtering matches the item.
-        doc = ls.workspace.text_documents[uri]
         line = doc.lines[position.line] if position.line < len(doc.lines) else ""
         cursor = doc.offset_at_position(position) - doc.offset_at_position(types.Position(position.line, 0))
         start = cursor

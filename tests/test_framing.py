@@ -6,7 +6,6 @@ import io
 import json
 
 import pytest
-
 from celeris_lsp.framing import FrameReader
 
 
