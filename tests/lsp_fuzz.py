@@ -49,6 +49,7 @@ class RawClient:
         self.lock = threading.Condition()
         self.responses: dict[Any, dict] = {}
         self.sent_at: dict[Any, float] = {}
+        self.methods: dict[Any, str] = {}
         self.latency: dict[Any, float] = {}
         self.notifications: list[dict] = []
         self.null_id_errors = 0
@@ -98,6 +99,7 @@ class RawClient:
         msg_id = self.next_id
         with self.lock:
             self.sent_at[msg_id] = time.perf_counter()
+            self.methods[msg_id] = method
         self.send_bytes(raw_frame(encode({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})))
         return msg_id
 
@@ -128,6 +130,15 @@ class RawClient:
         while not (self.call("celeris/status", {}, timeout) or {}).get("result", {}).get("ready"):
             assert time.monotonic() < end, "the model never loaded"
             time.sleep(0.1)
+
+    def slowest(self) -> dict[str, float]:
+        """The slowest answer to each method, in ms."""
+        out: dict[str, float] = {}
+        with self.lock:
+            for msg_id, seconds in self.latency.items():
+                method = self.methods[msg_id]
+                out[method] = max(out.get(method, 0.0), round(seconds * 1e3, 1))
+        return out
 
     def log_problems(self) -> list[str]:
         """Tracebacks and errors in the server's log, and errors it showed the client."""
