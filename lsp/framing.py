@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import ThreadPoolExecutor
 from threading import Event
 from typing import BinaryIO
 
@@ -135,15 +135,21 @@ class FrameReader:
         return self._body(length)
 
 
-async def serve_frames(reader: FrameReader, handle: Callable[[bytes], None], stop: Event, pool: Executor) -> None:
-    """Hand each body to ``handle`` on the event loop until the stream ends or ``stop`` is set."""
+async def serve_frames(reader: FrameReader, handle: Callable[[bytes], None], stop: Event) -> None:
+    """Hand each body to ``handle`` on the event loop until the stream ends or ``stop`` is set.  The reads
+    run on a thread of their own: on a shared pool, the next read was often submitted before the worker
+    that did the last one counted itself idle, and the pool started another thread, up to its limit."""
     loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        body = await loop.run_in_executor(pool, reader.next_body)
-        if body is None:
-            log.info("the client closed the connection")
-            return
-        try:
-            handle(body)
-        except Exception:
-            log.exception("a message could not be handled")
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celeris-stdin")
+    try:
+        while not stop.is_set():
+            body = await loop.run_in_executor(pool, reader.next_body)
+            if body is None:
+                log.info("the client closed the connection")
+                return
+            try:
+                handle(body)
+            except Exception:
+                log.exception("a message could not be handled")
+    finally:
+        pool.shutdown(wait=False)

@@ -78,7 +78,7 @@ class CelerisServer(LanguageServer):
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         reader = FrameReader(stdin or sys.stdin.buffer)
         try:
-            asyncio.run(serve_frames(reader, self.protocol.handle_body, self._stop_event, self.thread_pool))
+            asyncio.run(serve_frames(reader, self.protocol.handle_body, self._stop_event))
         except BrokenPipeError:
             log.error("the connection to the client is lost; exiting")
         except (KeyboardInterrupt, SystemExit):
