@@ -300,3 +300,20 @@ def test_fuzzing_the_server(fuzz_server):
             json.dump(report, out, indent=1)
     assert fuzz_server.alive() and report["messages"] >= MESSAGES
     assert not fuzz_server.log_problems(), "\n".join(fuzz_server.log_problems()[:20])
+
+
+def test_requests_after_broken_frames_are_answered(fuzz_server):
+    """The real process, after each way of losing the framing (pygls never found the next header again)."""
+    client = fuzz_server
+    body = encode({"jsonrpc": "2.0", "id": "raw", "method": "celeris/status", "params": {}})
+    for broken in [
+        b"Content-Length: %d\r\n\r\n" % (len(body) - 9) + body,  # too short
+        b"Content-Length: %d\r\n\r\n" % (len(body) + 7) + body,  # too long by less than a header
+        b"Content-Length: %d\r\n\r\n" % (len(body) + 10**9) + body,  # far too long
+        body,  # no header
+        b"Content-Type: x\r\n\r\n" + body,
+    ]:
+        client.send_bytes(broken)
+        reply = client.call("celeris/status", {}, ANSWER_S)
+        assert reply is not None and "result" in reply, broken
+    assert not client.log_problems()
