@@ -635,6 +635,36 @@ def bench_latency(
     typer.echo("\n".join(lines))
 
 
+@bench_app.command("soak")
+def bench_soak(
+    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    minutes: Annotated[float, typer.Option(help="How long to type.")] = 10.0,
+    keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
+    changing_workspace: Annotated[
+        bool,
+        typer.Option(
+            "--changing-workspace", help="Create, edit and delete files and add and remove a large folder meanwhile."
+        ),
+    ] = False,
+    output: Annotated[Optional[Path], typer.Option(help="Write the JSON (every 10 s sample too) here.")] = None,
+) -> None:
+    """Type into the real language server for minutes on end (several files open and closed, workspace snippets
+    on): memory, threads and file descriptors every 10 s, latency percentiles per minute, against the targets."""
+    import json
+
+    from .bench_soak import run, table
+
+    if minutes <= 0 or keys_per_second <= 0:
+        fail("--minutes and --keys-per-second must be positive")
+    try:
+        result = run(model, minutes * 60, keys_per_second, changing=changing_workspace)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if output:
+        output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(result))
+
+
 @bench_app.command("tune")
 def bench_tune(
     model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,

@@ -14,12 +14,28 @@ boundaries, in training and at the cursor.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from .errors import CelerisError
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (an editor's buffer can hold one; JSON carries it as an escape)
+    replaced by U+FFFD, one character for one: the tokenizers library takes valid Unicode only."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return SURROGATE.sub("\ufffd", text)
+    return text
+
 
 SPECIAL_TOKENS = ("mask", "eos", "suf", "pre", "file")
 
@@ -109,10 +125,10 @@ class CodeTokenizer:
 
     # ---- use ----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
-        return self.bpe.encode(text, add_special_tokens=False).ids
+        return self.bpe.encode(encodable(text), add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.bpe.encode_batch(texts, add_special_tokens=False)]
+        return [e.ids for e in self.bpe.encode_batch([encodable(t) for t in texts], add_special_tokens=False)]
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Raw bytes of the BPE tokens; special tokens contribute nothing."""

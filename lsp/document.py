@@ -92,8 +92,8 @@ class FastDocument(TextDocument):
         old = self.source
         starts = self.starts
         lines = Lines(old, starts)
-        start = self.offset_in(lines, change.range.start)
-        end = max(start, self.offset_in(lines, change.range.end))
+        # A reversed range is read the other way round, as vscode-languageserver-textdocument does.
+        start, end = sorted((self.offset_in(lines, change.range.start), self.offset_in(lines, change.range.end)))
         new = old[:start] + change.text + old[end:]
         delta = len(change.text) - (end - start)
         # Rescan the lines the edit touches (one character either side keeps \r\n pairs whole).

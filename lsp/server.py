@@ -15,17 +15,17 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import ServerTextPosition
 
@@ -36,6 +36,8 @@ from celeris_complete.parent_watch import exit_with_parent
 
 from .adaptation import Adaptation
 from .document import use_fast_documents
+from .framing import FrameReader, serve_frames
+from .protocol import CelerisProtocol
 from .typing_cache import TypingCache
 from .workspace_index import SnippetSource, matches
 
@@ -43,22 +45,11 @@ log = logging.getLogger("celeris.lsp")
 
 TIMINGS_NOTIFICATION = "celeris/timings"
 STATUS_REQUEST = "celeris/status"
+DOCUMENT_REQUEST = "celeris/document"
 TRIM_EVERY = 100  # model calls between giving free heap memory back (see release_free_memory)
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
 ENGINE_KEYS = ("model", "backend", "device", "quant", "trace", "threads", "trust_remote_code")
 SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens")
-
-
-class CelerisProtocol(LanguageServerProtocol):
-    """Answers a request whose parameters cannot be read with an error, instead of leaving it unanswered."""
-
-    def structure_message(self, data: dict[str, Any]):
-        try:
-            return super().structure_message(data)
-        except JsonRpcException as exc:
-            if isinstance(data, dict) and "id" in data and isinstance(data.get("method"), str):
-                self._send_response(data["id"], error=exc.to_response_error())
-            return SimpleNamespace(jsonrpc="ignored")  # handle_message drops it with a warning
 
 
 class CelerisServer(LanguageServer):
@@ -83,6 +74,20 @@ class CelerisServer(LanguageServer):
         self.model_calls = 0
         self.calls_started = 0
         self.adaptation = Adaptation(self.switch_model)
+
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """pygls's stdio loop with a reader that survives wrong Content-Length headers (framing.py)."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = FrameReader(stdin or sys.stdin.buffer)
+        try:
+            asyncio.run(serve_frames(reader, self.protocol.handle_body, self._stop_event))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; exiting")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
 
     # ---- engine ---------------------------------------------------------------------------
     def load_engine(self) -> None:
@@ -216,14 +221,18 @@ class CelerisServer(LanguageServer):
     def open_documents(self) -> dict[str, tuple[str, object, str]]:
         """key -> (text, version, why skipped or ''), read on the message loop (cheap: no copies)."""
         out = {}
-        for uri, doc in list(self.workspace.text_documents.items()):
+        for uri, doc in list(self.workspace.text_documents.items()):  # keyed by unquoted URIs
             key, why = self.key(uri)
             out[key] = (doc.source, doc.version, why or "")
         return out
 
+    def document(self, uri: str):
+        """The open document at ``uri``, or None (pygls keys them by the URI with %-escapes undone)."""
+        return self.workspace.text_documents.get(unquote(uri))
+
     def around_cursor(self, uri: str, position: types.Position) -> tuple[str, str, bool, bool] | None:
         """(prefix, suffix, prefix reaches the file start, suffix reaches the file end), or None."""
-        doc = self.workspace.text_documents.get(uri)
+        doc = self.document(uri)
         if doc is None:
             return None
         lines = doc.lines
@@ -326,6 +335,16 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
         }
 
+    @server.feature(DOCUMENT_REQUEST)
+    def document(ls: CelerisServer, params: Any = None) -> dict | None:
+        """The server's copy of an open document ({"uri": ...} -> uri, version, text), or null: lets a client
+        (and the fuzzing tests) check that incremental edits were applied as it applied them."""
+        uri = getattr(params, "uri", None)
+        doc = ls.document(uri) if isinstance(uri, str) else None
+        if doc is None:
+            return None
+        return {"uri": uri, "version": doc.version, "text": doc.source}
+
     async def complete_at(
         ls: CelerisServer, uri: str, position: types.Position, automatic: bool, selected=None, alternatives: int = 1
     ) -> tuple[list[str], types.Range | None]:
@@ -348,7 +367,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         lead = ""
         if selected is not None:
             # The completion popup has an item selected: complete as if it were accepted.
-            doc = ls.workspace.text_documents[uri]
+            doc = ls.document(uri)
             start = doc.offset_at_position(selected.range.start)
             typed = doc.source[start : doc.offset_at_position(position)]
             if len(typed) <= len(prefix) and prefix.endswith(typed):
@@ -432,10 +451,10 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     async def completion(ls: CelerisServer, params: types.CompletionParams):
         uri, position = params.text_document.uri, params.position
         texts, _ = await complete_at(ls, uri, position, automatic=False)
-        if not texts:
+        doc = ls.document(uri)
+        if not texts or doc is None:  # (closed while the model ran)
             return types.CompletionList(is_incomplete=True, items=[])
         # Replace the word being typed, so that the client's filtering matches the item.
-        doc = ls.workspace.text_documents[uri]
         line = doc.lines[position.line] if position.line < len(doc.lines) else ""
         cursor = doc.offset_at_position(position) - doc.offset_at_position(types.Position(position.line, 0))
         start = cursor

@@ -87,3 +87,10 @@ def test_lone_surrogates_in_a_big_document():
     text = "x = '\ud800'\n" * 10_000
     doc = FastDocument("file:///a.py", text)
     assert len(doc.lines) == 10_000
+
+
+def test_a_reversed_range_is_read_the_other_way_round():
+    """As vscode-languageserver-textdocument does (it was an insertion at its start)."""
+    doc = FastDocument("file:///a.py", "abcdef\nghi\n")
+    doc.apply_change(edit(1, 2, 0, 3, "X"))
+    assert doc.source == "abcXi\n"

@@ -67,3 +67,11 @@ def test_load_errors(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(CelerisError, match="corrupt"):
         CodeTokenizer.load(tmp_path / "bad.json")
+
+
+def test_lone_surrogates_are_encoded(small_tok):
+    """An editor's buffer can hold half a surrogate pair (JSON carries it as an escape); the tokenizers
+    library refused it and the completion failed with an internal error (found by the fuzzing tests)."""
+    text = "x = '\ud83d' + '\udc00\ud800'\n"
+    assert small_tok.decode(small_tok.encode(text)) == "x = '\ufffd' + '\ufffd\ufffd'\n"
+    assert small_tok.encode_batch([text]) == [small_tok.encode(text)]
