@@ -34,8 +34,14 @@ def test_tune_sweeps_each_knob_and_chooses(tiny_model_dir, tmp_path):
     # Greedy decoding is deterministic: a second run may take the quality figures and re-measure latency.
     again = tmp_path / "again.json"
     cli("bench", "tune", "--model", str(tiny_model_dir), "--limit", "2", "--reuse", str(out), "--output", str(again))
-    first, second = json.loads(out.read_text())["rows"], json.loads(again.read_text())["rows"]
-    assert [(r["steps"], r["edit_similarity"]) for r in first] == [(r["steps"], r["edit_similarity"]) for r in second]
+
+    def by_setting(path):  # the points swept depend on measured latency; a point's quality does not
+        rows = json.loads(path.read_text())["rows"]
+        return {tuple(r[k] for k in result["chosen"]): r["edit_similarity"] for r in rows}
+
+    first, second = by_setting(out), by_setting(again)
+    shared = first.keys() & second.keys()
+    assert len(shared) >= 6 and all(first[k] == second[k] for k in shared)
 
 
 def test_latency_runs_both_levels(tiny_model_dir, tmp_path):
