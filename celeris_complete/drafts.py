@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import re
 import threading
+from array import array
 from collections import Counter
 from dataclasses import dataclass
+
+import numpy as np
 
 MIN_KEY = 2  # non-blank characters typed on the line before a draft is looked for
 MAX_LINE = 200  # longer lines are data, not code to copy
 BUCKET = 4  # lines are bucketed by their first BUCKET characters (stripped)
 MAX_SCAN = 4000  # candidate lines looked at per request, at most
-MAX_TABLE_LINES = 2_000_000  # lines held for the workspace (about 10 bytes a character): new files wait
+MAX_TABLE_LINES = 2_000_000  # lines held for the workspace: new files wait
+FOLLOWING_PER_FILE = 64  # lines after the same line taken from one file, at most
 DOCUMENT_WEIGHT = 2  # a line in the document counts as much as this many lines elsewhere
 
 
@@ -46,76 +50,132 @@ def _continuations(lines, key: str, counts: Counter, limit: int) -> int:
 
 
 class LineTable:
-    """Stripped source lines of workspace files, bucketed by their start; thread-safe."""
+    """Stripped source lines of workspace files, bucketed by their start; thread-safe.
+
+    Kept as few Python objects as possible (a workspace holds millions of lines, and millions of small
+    objects stay scattered over the allocator's arenas after their files are removed): a file's
+    non-blank stripped lines are one string with their start offsets in an array, a bucket maps each
+    file to an array of its line numbers, and every line's hash sits in one array for the whole table
+    (with the file and line it belongs to), so a line's copies are found with one vectorized compare.
+    The line after a line is the next one of its file."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._buckets: dict[str, dict[str, list[str]]] = {}  # start -> source -> lines
-        self._after: dict[str, dict[str, list[str]]] = {}  # a line -> source -> the lines after it
-        self._keys: dict[str, tuple[set[str], set[str]]] = {}  # source -> (bucket keys, after keys)
-        self._count: dict[str, int] = {}  # source -> its lines held
-        self._total = 0
+        self._files: dict[str, tuple[str, array, int]] = {}  # source -> (lines joined by "\n", starts, first row)
+        self._buckets: dict[str, dict[str, array]] = {}  # start -> source -> its line numbers there
+        self._hashes = np.zeros(0, dtype=np.int64)  # row -> a line's hash (rows of removed files: owner -1)
+        self._owner = np.zeros(0, dtype=np.int32)  # row -> its file's number in _sources, or -1
+        self._sources: list[str | None] = []  # file number -> source
+        self._numbers: dict[str, int] = {}  # source -> file number
+        self._rows = 0  # rows in use (live and dead)
+        self._total = 0  # live rows
 
     def set_file(self, source: str, text: str) -> None:
-        lines = [ln.strip() for ln in text.splitlines()]
-        lines = [ln if len(ln) <= MAX_LINE else "" for ln in lines]
-        buckets: dict[str, list[str]] = {}
-        after: dict[str, list[str]] = {}
-        previous = ""
-        for line in lines:
-            if not line:
-                continue
-            buckets.setdefault(line[:BUCKET], []).append(line)
-            if previous:
-                after.setdefault(previous, []).append(line)
-            previous = line
-        n = sum(len(v) for v in buckets.values())
+        lines = [ln for ln in (raw.strip() for raw in text.splitlines()) if ln and len(ln) <= MAX_LINE]
+        joined = "\n".join(lines)
+        starts = array("I", [0])
+        buckets: dict[str, array] = {}
+        for i, line in enumerate(lines):
+            starts.append(starts[-1] + len(line) + 1)
+            numbers = buckets.get(line[:BUCKET])
+            if numbers is None:
+                buckets[line[:BUCKET]] = numbers = array("I")
+            numbers.append(i)
+        hashes = np.fromiter(map(hash, lines), dtype=np.int64, count=len(lines))
         with self._lock:
             self._remove_locked(source)
-            if self._total + n > MAX_TABLE_LINES:
+            if self._total + len(lines) > MAX_TABLE_LINES:
                 return  # full: this file gives no drafts (the document itself still does)
-            self._count[source] = n
-            self._total += n
-            for k, v in buckets.items():
-                self._buckets.setdefault(k, {})[source] = v
-            for k, v in after.items():
-                self._after.setdefault(k, {})[source] = v
-            self._keys[source] = (set(buckets), set(after))
+            if self._rows + len(lines) > len(self._hashes):
+                self._grow_locked(len(lines))
+            number = self._numbers[source] = len(self._sources)
+            self._sources.append(source)
+            first = self._rows
+            self._hashes[first : first + len(lines)] = hashes
+            self._owner[first : first + len(lines)] = number
+            self._rows += len(lines)
+            self._total += len(lines)
+            self._files[source] = (joined, starts, first)
+            for k, numbers in buckets.items():
+                self._buckets.setdefault(k, {})[source] = numbers
+
+    def _grow_locked(self, more: int) -> None:
+        """Room for ``more`` rows: dead rows dropped (files renumbered) and the arrays enlarged if need be."""
+        live = [(source, held) for source, held in self._files.items()]
+        size = max(1024, 2 * (self._total + more))
+        hashes, owner = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int32)
+        self._sources, self._numbers, row = [], {}, 0
+        for number, (source, (joined, starts, first)) in enumerate(live):
+            n = len(starts) - 1
+            hashes[row : row + n] = self._hashes[first : first + n]
+            owner[row : row + n] = number
+            self._sources.append(source)
+            self._numbers[source] = number
+            self._files[source] = (joined, starts, row)
+            row += n
+        self._hashes, self._owner, self._rows = hashes, owner, row
 
     def remove(self, source: str) -> None:
         with self._lock:
             self._remove_locked(source)
 
     def _remove_locked(self, source: str) -> None:
-        keys = self._keys.pop(source, None)
-        if keys is None:
+        held = self._files.pop(source, None)
+        if held is None:
             return
-        self._total -= self._count.pop(source, 0)
-        for table, names in ((self._buckets, keys[0]), (self._after, keys[1])):
-            for k in names:
-                per = table.get(k)
-                if per is not None:
-                    per.pop(source, None)
-                    if not per:
-                        del table[k]
+        joined, starts, first = held
+        n = len(starts) - 1
+        self._total -= n
+        self._owner[first : first + n] = -1
+        self._sources[self._numbers.pop(source)] = None
+        for i in range(n):
+            key = joined[starts[i] : min(starts[i] + BUCKET, starts[i + 1] - 1)]
+            per = self._buckets.get(key)
+            if per is not None and per.pop(source, None) is not None and not per:
+                del self._buckets[key]
+        if self._rows > 4 * max(self._total, 1024):  # mostly dead: the arrays shrink
+            self._grow_locked(0)
 
     def continuations(self, key: str, exclude: str | None, counts: Counter) -> None:
         """Add the continuations of lines starting with ``key`` (at least BUCKET characters)."""
+        n = len(key)
         with self._lock:
-            per = self._buckets.get(key[:BUCKET], {})
             budget = MAX_SCAN
-            for source, lines in per.items():
-                if source != exclude and budget > 0:
-                    budget -= _continuations(lines, key, counts, budget)
+            for source, numbers in self._buckets.get(key[:BUCKET], {}).items():
+                if source == exclude:
+                    continue
+                joined, starts, _ = self._files[source]
+                for i in numbers[:budget]:
+                    a, b = starts[i], starts[i + 1] - 1
+                    if b - a > n and joined.startswith(key, a, b):
+                        counts[joined[a + n : b]] += 1
+                budget -= len(numbers)
+                if budget <= 0:
+                    return
 
     def following(self, line: str, exclude: str | None, counts: Counter) -> None:
-        """Add the lines that follow ``line`` elsewhere."""
+        """Add the lines that follow ``line`` elsewhere (at most FOLLOWING_PER_FILE from a file)."""
+        h = hash(line)
         with self._lock:
+            rows = np.flatnonzero(self._hashes[: self._rows] == h)
+            owners = self._owner[rows].tolist()
+            taken: Counter[int] = Counter()
             budget = MAX_SCAN
-            for source, lines in self._after.get(line, {}).items():
-                if source != exclude and budget > 0:
-                    counts.update(lines[:64])
-                    budget -= min(64, len(lines))
+            for row, number in zip(rows.tolist(), owners):
+                if number < 0 or taken[number] >= FOLLOWING_PER_FILE:
+                    continue
+                source = self._sources[number]
+                if source == exclude:
+                    continue
+                joined, starts, first = self._files[source]
+                i = row - first
+                a, b = starts[i], starts[i + 1] - 1
+                if i + 2 < len(starts) and b - a == len(line) and joined.startswith(line, a, b):
+                    counts[joined[b + 1 : starts[i + 2] - 1]] += 1
+                    taken[number] += 1
+                    budget -= 1
+                    if budget <= 0:
+                        return
 
 
 def _document_lines(text: str, key: str, counts: Counter) -> None:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import Counter
+from array import array
 from dataclasses import dataclass
+
+import numpy as np
 
 from .drafts import LineTable
 
@@ -30,6 +32,7 @@ MAX_TEXT_CHARS = 48_000_000
 COMMON_FRACTION = 0.02  # identifiers in more chunks than this fraction (and COMMON_MIN) tell nothing
 COMMON_MIN = 64
 MIN_SCORE = 0.08
+NAMES_SLACK = 10_000  # identifiers no chunk holds, tolerated before they are renumbered away
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 
@@ -69,23 +72,40 @@ def chunk_text(text: str) -> list[tuple[int, str]]:
 
 
 class SnippetIndex:
+    """Kept in few Python objects: a chunk is a row of numeric arrays (its file's number, first line,
+    offsets, identifier count; the chunks of a file are consecutive rows), a posting is an array of
+    chunk rows.  Millions of small objects would stay scattered over the allocator's arenas after their
+    files are removed, holding the memory of a large folder deleted for the rest of the session."""
+
     def __init__(self, max_chunks: int = MAX_CHUNKS, max_text_chars: int = MAX_TEXT_CHARS) -> None:
         self.max_chunks = max_chunks
         self.max_text_chars = max_text_chars
         self._lock = threading.Lock()
         self._names: dict[str, int] = {}  # identifier -> its number
         self._texts: dict[str, str] = {}  # source -> its text
-        self._chunks: dict[int, tuple[str, int, int, int, tuple[int, ...]]] = {}  # source, line, a, b, idents
-        self._by_source: dict[str, list[int]] = {}
-        self._postings: dict[int, list[int]] = {}  # identifier number -> chunk ids (some removed)
+        self._by_source: dict[str, tuple[int, int, int]] = {}  # source -> (its number, first row, rows)
+        self._sources: list[str | None] = []  # a file's number -> its source
+        self._postings: dict[int, array] = {}  # identifier number -> chunk rows (some removed)
+        self._rows = self._empty_rows(1024)
+        self._next_id = 0  # rows used
+        self._live = 0  # rows of files still indexed
         self._dead = 0
         self._chars = 0
-        self._next_id = 0
         self.version = 0  # bumped by every change, so callers can tell when to query again
         self.lines = LineTable()  # the same files' lines, for drafts
 
+    @staticmethod
+    def _empty_rows(n: int) -> dict[str, np.ndarray]:
+        return {
+            "file": np.full(n, -1, dtype=np.int32),  # -1: removed
+            "line": np.zeros(n, dtype=np.int32),
+            "a": np.zeros(n, dtype=np.int64),
+            "b": np.zeros(n, dtype=np.int64),
+            "idents": np.zeros(n, dtype=np.int32),
+        }
+
     def __len__(self) -> int:
-        return len(self._chunks)
+        return self._live
 
     def sources(self) -> list[str]:
         with self._lock:
@@ -96,26 +116,33 @@ class SnippetIndex:
         if len(text) > MAX_FILE_CHARS or "\x00" in text[:8192]:
             self.remove(source)
             return False
-        pieces = [(line, a, b, IDENT.findall(text, a, b)) for line, a, b in chunk_spans(text)]
+        pieces = [(line, a, b, set(IDENT.findall(text, a, b))) for line, a, b in chunk_spans(text)]
+        pieces = [piece for piece in pieces if piece[3]]
         with self._lock:
-            old_chunks = len(self._by_source.get(source, ()))
+            old_chunks = self._by_source.get(source, (0, 0, 0))[2]
             old_chars = len(self._texts.get(source, ""))
-            full = len(self._chunks) - old_chunks + len(pieces) > self.max_chunks
+            full = self._live - old_chunks + len(pieces) > self.max_chunks
             if full or self._chars - old_chars + len(text) > self.max_text_chars:
                 return False  # a file already indexed keeps its previous version
             self._remove_locked(source)
-            ids = []
-            for line, a, b, names in pieces:
-                if not names:
-                    continue
-                numbers = tuple({self._names.setdefault(name, len(self._names)) for name in names})
-                cid = self._next_id
-                self._next_id += 1
-                self._chunks[cid] = (source, line, a, b, numbers)
-                for number in numbers:
-                    self._postings.setdefault(number, []).append(cid)
-                ids.append(cid)
-            self._by_source[source] = ids
+            if self._next_id + len(pieces) > len(self._rows["file"]):
+                self._compact_locked(room=len(pieces))
+            number = len(self._sources)
+            self._sources.append(source)
+            first = self._next_id
+            rows = self._rows
+            for row, (line, a, b, names) in enumerate(pieces, start=first):
+                rows["file"][row], rows["line"][row], rows["a"][row], rows["b"][row] = number, line, a, b
+                rows["idents"][row] = len(names)
+                for name in names:
+                    key = self._names.setdefault(name, len(self._names))
+                    posting = self._postings.get(key)
+                    if posting is None:
+                        self._postings[key] = posting = array("I")
+                    posting.append(row)
+            self._next_id += len(pieces)
+            self._live += len(pieces)
+            self._by_source[source] = (number, first, len(pieces))
             self._texts[source] = text
             self._chars += len(text)
             self.version += 1
@@ -128,26 +155,62 @@ class SnippetIndex:
         self.lines.remove(source)
 
     def _remove_locked(self, source: str) -> None:
-        ids = self._by_source.pop(source, None)
-        if ids is None:
+        held = self._by_source.pop(source, None)
+        if held is None:
             return
-        for cid in ids:
-            del self._chunks[cid]
-        self._dead += len(ids)
+        number, first, n = held
+        self._rows["file"][first : first + n] = -1
+        self._sources[number] = None
+        self._live -= n
+        self._dead += n
         self._chars -= len(self._texts.pop(source, ""))
         self.version += 1
-        if self._dead > max(1000, len(self._chunks)):
+        if self._dead > max(1000, self._live):
             self._compact_locked()
 
-    def _compact_locked(self) -> None:
-        live = self._chunks
-        for number, posting in list(self._postings.items()):
-            kept = [cid for cid in posting if cid in live]
-            if kept:
-                self._postings[number] = kept
-            else:
-                del self._postings[number]
-        self._dead = 0
+    def _compact_locked(self, room: int = 0) -> None:
+        """Drop removed rows (the rest renumbered), then postings left empty and identifiers no chunk
+        holds any more; the arrays sized for the rows left and ``room`` more."""
+        old = self._rows
+        kept = np.flatnonzero(old["file"][: self._next_id] >= 0)
+        renumber = np.full(self._next_id + 1, -1, dtype=np.int64)
+        renumber[kept] = np.arange(len(kept))
+        files = [s for s in self._sources if s is not None]
+        file_renumber = np.full(len(self._sources), -1, dtype=np.int32)
+        self._rows = self._empty_rows(max(1024, 2 * (len(kept) + room)))
+        for key in old:
+            self._rows[key][: len(kept)] = old[key][kept]
+        for i, source in enumerate(files):
+            number, first, n = self._by_source[source]
+            file_renumber[number] = i
+            self._by_source[source] = (i, int(renumber[first]), n)
+        self._rows["file"][: len(kept)] = file_renumber[self._rows["file"][: len(kept)]]
+        self._sources, self._next_id, self._dead = files, len(kept), 0
+        postings: dict[int, array] = {}
+        for key, posting in self._postings.items():
+            rows = renumber[np.frombuffer(posting, dtype=np.uint32)]
+            rows = rows[rows >= 0]
+            if len(rows):
+                postings[key] = _as_array(rows)
+        self._postings = postings
+        if len(self._names) > 2 * len(self._postings) + NAMES_SLACK:
+            self._renumber_names_locked()
+
+    def _renumber_names_locked(self) -> None:
+        """Forget identifiers that no live chunk holds (removed files leave theirs behind otherwise:
+        a large folder added and deleted kept its names for the rest of the session)."""
+        names = {number: name for name, number in self._names.items() if number in self._postings}
+        remap = {old: new for new, old in enumerate(sorted(names))}
+        self._names = {names[old]: new for old, new in remap.items()}
+        self._postings = {remap[old]: posting for old, posting in self._postings.items()}
+
+    @property
+    def identifier_count(self) -> int:
+        return len(self._names)
+
+    @property
+    def file_count(self) -> int:
+        return len(self._by_source)
 
     def query(self, text: str, exclude: str | None = None, limit: int = 2) -> list[Snippet]:
         """The best chunks for ``text`` (at most one per file), best first."""
@@ -156,26 +219,36 @@ class SnippetIndex:
             wanted = [self._names[name] for name in names if name in self._names]
             if not wanted:
                 return []
-            common = max(COMMON_MIN, int(len(self._chunks) * COMMON_FRACTION))
-            shared: Counter[int] = Counter()
-            for number in wanted:
-                posting = self._postings.get(number)
-                if posting is not None and len(posting) <= common:
-                    shared.update(posting)
-            best: dict[str, tuple[float, int, int]] = {}
-            for cid, n in shared.items():
-                chunk = self._chunks.get(cid)
-                if chunk is None or chunk[0] == exclude:
-                    continue
-                score = n / (len(names) + len(chunk[4]) - n)
-                if score < MIN_SCORE:
-                    continue
-                old = best.get(chunk[0])
-                if old is None or (score, -chunk[1]) > (old[0], -self._chunks[old[2]][1]):
-                    best[chunk[0]] = (score, chunk[1], cid)
-            ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0], kv[1][1]))[:limit]
+            common = max(COMMON_MIN, int(self._live * COMMON_FRACTION))
+            postings = [self._postings.get(number) for number in wanted]
+            parts = [np.frombuffer(p, dtype=np.uint32) for p in postings if p is not None and len(p) <= common]
+            if not parts:
+                return []
+            rows, shared = np.unique(np.concatenate(parts), return_counts=True)
+            files = self._rows["file"][rows]
+            keep = files >= 0
+            if exclude in self._by_source:
+                keep &= files != self._by_source[exclude][0]
+            rows, shared, files = rows[keep], shared[keep], files[keep]
+            score = shared / (len(names) + self._rows["idents"][rows] - shared)
+            good = score >= MIN_SCORE
+            rows, score, files = rows[good], score[good], files[good]
+            lines = self._rows["line"][rows]
+            best: dict[int, tuple[float, int, int]] = {}  # a file's number -> (score, line, row)
+            for row, sc, f, line in zip(rows.tolist(), score.tolist(), files.tolist(), lines.tolist()):
+                old = best.get(f)
+                if old is None or (sc, -line) > (old[0], -old[1]):
+                    best[f] = (sc, line, row)
+            sources = self._sources
+            ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], sources[kv[0]], kv[1][1]))[:limit]
             out = []
-            for source, (score, line, cid) in ranked:
-                _, _, a, b, _ = self._chunks[cid]
-                out.append(Snippet(source, line, self._texts[source][a:b], score))
+            for f, (sc, line, row) in ranked:
+                a, b = int(self._rows["a"][row]), int(self._rows["b"][row])
+                out.append(Snippet(sources[f], line, self._texts[sources[f]][a:b], sc))
         return out
+
+
+def _as_array(rows: np.ndarray) -> array:
+    out = array("I")
+    out.frombytes(rows.astype(np.uint32).tobytes())
+    return out

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 import pathspec
 
+from celeris_complete.memory import release_freed_memory
 from celeris_complete.snippets import MAX_FILE_CHARS, Snippet, SnippetIndex
 
 log = logging.getLogger("celeris.lsp")
@@ -36,6 +37,7 @@ SOURCE_SUFFIXES = frozenset(
 QUERY_LINES = 24  # lines before the cursor's line that choose the snippets
 QUERY_STRIDE = 8  # the query moves in steps of this many lines
 SNIPPETS_PER_REQUEST = 2
+RELEASE_AFTER_REMOVALS = 50  # files removed before freed memory is given back (once the queue is idle)
 NEVER_INDEX = {".gitignore", ".git", "package-lock.json", "yarn.lock", "poetry.lock", "uv.lock", "Cargo.lock"}
 
 
@@ -188,10 +190,15 @@ class WorkspaceIndexer:
         finally:
             self.ready.set()
         log.info("indexed %d files under %s", self.files, self.root)
+        removed = 0  # files dropped from the index since freed memory was last given back
         while True:
+            if removed >= RELEASE_AFTER_REMOVALS and self.events.empty():
+                release_freed_memory()
+                removed = 0
             kind, path = self.events.get()
             if kind == "stop":
                 return
+            before = self.index.file_count
             try:
                 if path is None:
                     continue
@@ -210,6 +217,7 @@ class WorkspaceIndexer:
                     self._index_file(path)
             except Exception:
                 log.exception("indexing %s failed", path)
+            removed += max(0, before - self.index.file_count)
 
     def _drain_rescans(self) -> None:
         """Several .gitignore events in a row need one rescan: drop the other queued ones."""

@@ -60,3 +60,29 @@ def test_workspace_majority_outvotes_a_single_document_line():
         table.set_file(name, "    logger = logging.getLogger(__name__)\n")
     d = find_draft("logger = logging.getLogger('x')\n\ndef f():\n    logger = logging.getL", "\n", table)
     assert (d.text, d.source, d.count) == ("ogger(__name__)", "workspace", 3)
+
+
+def test_the_table_stays_right_through_many_files_replaced_and_removed():
+    table = LineTable()
+    for i in range(300):
+        table.set_file(f"gone/{i}.py", f"value_{i} = compute({i})\nif ready:\n    start_{i}()\n" * 20)
+    table.set_file("keep.py", "if ready:\n    launch()\nvalue = compute(1)\n")
+    table.set_file("keep.py", "if ready:\n    launch(now=True)\nvalue = compute(2)\n")  # replaced
+    for i in range(300):
+        table.remove(f"gone/{i}.py")
+    assert table._rows < 4 * 1024  # the rows of removed files were dropped
+    d = find_draft("x = 1\nif ready:\n", "\n", table)
+    assert (d.text, d.source, d.count) == ("launch(now=True)", "workspace", 1)
+    assert find_draft("    value = compute(", "\n", table).text == "2)"
+
+
+def test_a_file_gives_at_most_so_many_votes_for_the_line_after_a_line():
+    from celeris_complete.drafts import FOLLOWING_PER_FILE
+
+    table = LineTable()
+    table.set_file("a.py", "try:\n    import fast\n" * (FOLLOWING_PER_FILE + 10))
+    table.set_file("b.py", "try:\n    import slow\n")
+    d = find_draft("def f():\n    try:\n        ", "\n", table)
+    assert (d.text, d.count) == ("import fast", FOLLOWING_PER_FILE)
+    d = find_draft("def f():\n    try:\n        ", "\n", table, exclude="a.py")
+    assert (d.text, d.count) == ("import slow", 1)

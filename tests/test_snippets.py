@@ -1,5 +1,7 @@
 """Snippets from other files: retrieval, .gitignore and secrets, following changes on disk."""
 
+import platform
+import sys
 import time
 from pathlib import Path
 
@@ -53,6 +55,33 @@ def test_replacing_and_removing_a_file_updates_the_index():
     assert index.query("brand_new_name()")[0].source == "a.py"
     index.remove("a.py")
     assert len(index) == 0 and index.query("brand_new_name()") == []
+
+
+def test_identifiers_of_removed_files_are_forgotten_and_queries_stay_right():
+    index = SnippetIndex()
+    index.set_file("keep.py", HELPERS)
+    for i in range(1100):  # a large folder added, then deleted (more chunks than a compaction waits for)
+        names = " ".join(f"name_{i}_{j}" for j in range(20))
+        index.set_file(f"gone/{i}.py", f"def f_{i}():\n    return [{names}]\n")
+    before = index.identifier_count
+    assert before > 22_000
+    for i in range(1100):
+        index.remove(f"gone/{i}.py")
+    # Forgotten at the compaction that the removals trigger (the last files removed after it may leave theirs).
+    assert index.identifier_count < before // 10
+    found = index.query("inv = load_inventory('x')\nrestock_warehouse(inv, supplier_catalog)\n")
+    assert [s.source for s in found] == ["keep.py"] and "def restock_warehouse" in found[0].text
+    index.set_file("new.py", "def brand_new_name(restock_warehouse): pass\n")
+    assert index.query("brand_new_name(restock_warehouse)")[0].source == "new.py"
+
+
+def test_freed_memory_is_given_back_where_the_allocator_can():
+    from celeris_complete.memory import can_trim, release_freed_memory
+
+    released = release_freed_memory()
+    assert isinstance(released, bool)
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert can_trim()
 
 
 def test_binary_and_huge_files_are_refused():
