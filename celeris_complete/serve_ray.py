@@ -7,9 +7,10 @@ are those of the plain server.  Ray Serve's HTTP proxy receives the requests and
 replica with the fewest ongoing requests of two drawn at random; with autoscaling it adds replicas
 while the ongoing requests per replica stay above the target and removes them when the load falls.
 
-A replica's own queue holds ``max_queue`` requests besides the one it runs (as in serve.py, a full
-queue is answered 429); Ray sends a replica at most that many plus one, and when every replica is
-that busy the proxy holds up to ``max_queue`` more per proxy before answering 429 itself.  ``/metrics``
+A replica's own queue holds ``max_queue`` requests besides the one it runs, and a full queue is
+answered 429 as in serve.py; Ray's own limits (requests sent to a replica, requests a proxy holds
+while it finds one) are set above that, so that they only bound a flood (the proxy's 429 then has
+Ray's plain-text body).  A request's deadline counts from its arrival at the replica.  ``/metrics``
 and ``/health`` are those of the replica that answers (the header ``x-celeris-replica`` names it);
 Ray's own metrics cover the proxy and the autoscaler.
 
@@ -81,9 +82,11 @@ def deployment_options(ray_options: RayOptions, options: ServeOptions) -> dict:
     out: dict = {
         "name": "CompletionReplica",
         "ray_actor_options": {"num_cpus": ray_options.cpus_per_replica},
-        # A replica takes what its own queue can hold: its 429 stays the answer to a full queue.
-        "max_ongoing_requests": options.max_queue + 1,
-        "max_queued_requests": options.max_queue,
+        # Ray's limits stay above the replica's queue, whose 429 (with the error body of serve.py) is
+        # the answer to a full queue: the proxy counts a request as queued until a replica takes it,
+        # and with limits as tight as the replica's own it refused bursts that the replicas had room for.
+        "max_ongoing_requests": 2 * (options.max_queue + 1),
+        "max_queued_requests": 8 * (options.max_queue + 1),
         "backpressure_config": BackpressureConfig(status_code=429, retry_after_s=1),
         "health_check_period_s": 10,
     }

@@ -56,7 +56,7 @@ def test_deployment_options():
     fixed = serve_ray.deployment_options(RayOptions(replicas=3, cpus_per_replica=0.5), ServeOptions(max_queue=8))
     assert fixed["num_replicas"] == 3 and "autoscaling_config" not in fixed
     assert fixed["ray_actor_options"] == {"num_cpus": 0.5}
-    assert (fixed["max_ongoing_requests"], fixed["max_queued_requests"]) == (9, 8), "a replica takes what it queues"
+    assert (fixed["max_ongoing_requests"], fixed["max_queued_requests"]) == (18, 72), "above the replica's queue"
     assert fixed["backpressure_config"].status_code == 429
     auto = serve_ray.deployment_options(RayOptions(max_replicas=4, target_ongoing_requests=1.5), ServeOptions())
     assert auto["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 1.5}
@@ -217,3 +217,16 @@ def test_api_key_and_health(both):
         assert ray.get("/metrics", headers=headers).status_code == 401
     h = ray.get("/health")
     assert h.status_code == 200 and h.json()["model"] == "celeris-default", "health answers probes without the key"
+
+
+def test_a_burst_past_the_replicas_queues_gets_their_429(both):
+    _, ray = both
+    slow = {**PLACE, "steps": 32, "max_tokens": 32}
+    with ThreadPoolExecutor(20) as pool:  # two replicas hold 2 x (1 running + 4 queued)
+        got = list(pool.map(lambda _: ray.post("/v1/completions", json=slow, headers=AUTH), range(20)))
+    print("a burst of 20:", sorted(r.status_code for r in got))
+    codes = [r.status_code for r in got]
+    assert set(codes) <= {200, 429} and codes.count(200) >= 2, codes
+    full = [r for r in got if r.status_code == 429]
+    assert full and all(r.json()["error"]["code"] == "queue_full" for r in full), "the replica's own 429, not Ray's"
+    assert all(r.headers["retry-after"] == "1" for r in full)
