@@ -124,7 +124,9 @@ class ReplicaHeader:
 class CompletionReplica:
     """One replica: the plain server's state and app, with the model loaded before the first request.
 
-    ``values``/``sources`` are the driver's settings as plain dicts (what travels to the replica)."""
+    ``values``/``sources`` are the driver's settings as plain dicts (``Settings`` itself does not
+    unpickle: its ``__getattr__`` recurses before ``values`` is set).  Ray awaits the async ``__init__``
+    (``serve.ingress`` wraps the class); the class is not meant to be built by hand."""
 
     async def __init__(self, values: dict, sources: dict, options: ServeOptions) -> None:
         self.server = CompletionServer(Settings(values, sources), options)
