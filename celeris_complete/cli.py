@@ -275,6 +275,26 @@ def serve(
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "info",
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Serve from replicas of a Ray Serve deployment (pip install -e '.[ray]').")
+    ] = False,
+    replicas: Annotated[int, typer.Option(help="--ray: a fixed number of replicas.")] = 1,
+    min_replicas: Annotated[
+        Optional[int], typer.Option(help="--ray: autoscale between this (default 1; 0 scales to zero) and the max.")
+    ] = None,
+    max_replicas: Annotated[Optional[int], typer.Option(help="--ray: autoscale up to this many replicas.")] = None,
+    target_ongoing_requests: Annotated[
+        float, typer.Option(help="--ray: the autoscaler's target of requests running and queued per replica.")
+    ] = 2.0,
+    cpus_per_replica: Annotated[
+        float, typer.Option(help="--ray: CPUs Ray reserves for each replica (its torch threads unless --threads).")
+    ] = 1.0,
+    ray_address: Annotated[
+        Optional[str], typer.Option(help="--ray: join this Ray cluster ('auto', HOST:PORT); default: a local one.")
+    ] = None,
+    ray_num_cpus: Annotated[
+        Optional[int], typer.Option(help="--ray: CPUs of the local Ray instance (default all).")
+    ] = None,
 ) -> None:
     """Serve completions over HTTP: /v1/fim/completions, /v1/completions, /v1/models, /health, /metrics."""
     import logging
@@ -306,7 +326,28 @@ def serve(
         max_queue=max_queue, max_body_bytes=max_body_bytes, max_deadline_ms=max_deadline_ms, max_n=max_n,
         model_name=model_name, api_key=key,
     )  # fmt: skip
-    run(settings, options, host, port, log_level)
+    if not ray:
+        if (replicas, min_replicas, max_replicas, target_ongoing_requests, cpus_per_replica, ray_address,
+                ray_num_cpus) != (1, None, None, 2.0, 1.0, None, None):  # fmt: skip
+            fail("--replicas, --min/--max-replicas, --target-ongoing-requests, --cpus-per-replica, --ray-address "
+                 "and --ray-num-cpus need --ray")  # fmt: skip
+        run(settings, options, host, port, log_level)
+        return
+    try:
+        from .serve_ray import RayOptions
+        from .serve_ray import run as run_ray
+    except ImportError as exc:
+        fail(f"serve --ray needs Ray Serve ({exc.name} is missing): pip install -e '.[ray]'")
+    ray_options = RayOptions(
+        replicas=replicas, min_replicas=min_replicas, max_replicas=max_replicas,
+        target_ongoing_requests=target_ongoing_requests, cpus_per_replica=cpus_per_replica, address=ray_address,
+        num_cpus=ray_num_cpus,
+    )  # fmt: skip
+    try:
+        ray_options.check()
+    except CelerisError as exc:
+        fail(str(exc))
+    run_ray(settings, options, ray_options, host, port, log_level)
 
 
 @app.command()
