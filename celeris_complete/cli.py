@@ -269,6 +269,10 @@ def serve(
         float, typer.Option(help="Longest deadline a request may ask for; also the deadline of those that ask none.")
     ] = 10_000.0,
     max_n: Annotated[int, typer.Option(help="Most completions one request may ask for (n).")] = 8,
+    batch: Annotated[
+        bool, typer.Option("--batch/--no-batch", help="Decode the requests together, one forward pass per step.")
+    ] = True,
+    max_batch: Annotated[int, typer.Option(help="Most canvases in one batch (a request with n choices has n).")] = 16,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
@@ -292,6 +296,8 @@ def serve(
         fail("--port must be between 1 and 65535")
     if max_queue < 1 or max_n < 1 or max_body_bytes < 1 or max_deadline_ms <= 0:
         fail("--max-queue, --max-n, --max-body-bytes and --max-deadline-ms must be positive")
+    if not 1 <= max_batch <= 256:
+        fail("--max-batch must be between 1 and 256")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     overrides = dict(
         model=model, device=device, backend=backend, quant=quant, threads=threads,
@@ -304,7 +310,7 @@ def serve(
         fail(str(exc))
     options = ServeOptions(
         max_queue=max_queue, max_body_bytes=max_body_bytes, max_deadline_ms=max_deadline_ms, max_n=max_n,
-        model_name=model_name, api_key=key,
+        batch=batch, max_batch=max_batch, model_name=model_name, api_key=key,
     )  # fmt: skip
     run(settings, options, host, port, log_level)
 
