@@ -105,9 +105,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str | None, max_queue: int, log: Path, threads: int | None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool = True
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
+    args += ["--batch" if batch else "--no-batch"]
     args += ["--log-level", "warning"] + (["--model", model] if model else [])
     args += ["--threads", str(threads)] if threads is not None else []
     proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
@@ -128,15 +131,16 @@ def start_server(model: str | None, max_queue: int, log: Path, threads: int | No
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    requests: int = 200, progress=None, threads: int | None = None,
+    requests: int = 200, progress=None, threads: int | None = None, batch: bool = True,
 ) -> dict:  # fmt: skip
+    """``batch``: whether the server this starts batches requests (a running server says so in /health)."""
     bodies = places(requests)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     proc = None
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if url is None:
-                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads)
+                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads, batch)
             health = httpx.get(url + "/health", timeout=10).json()
             asyncio.run(level(url, 1, 2.0, bodies, headers))  # warm-up: traced graphs, caches
             rows = []
@@ -148,7 +152,7 @@ def run(
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
-    return {"server": health, "batching": False, "seconds_per_level": seconds, "rows": rows}
+    return {"server": health, "batching": health.get("batching", False), "seconds_per_level": seconds, "rows": rows}
 
 
 def table(result: dict) -> str:

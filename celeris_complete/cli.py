@@ -530,10 +530,16 @@ def bench_serve(
     model: Annotated[Optional[str], typer.Option(help="Model directory (for the server it starts).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option(help="Send this environment variable's key.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads of the server it starts (0: all).")] = None,
+    batch: Annotated[
+        bool, typer.Option("--batch/--no-batch", help="Whether the server it starts batches requests.")
+    ] = True,
+    locust: Annotated[
+        bool, typer.Option("--locust", help="Drive the load with locust (headless) instead of the built-in client.")
+    ] = False,
     output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
 ) -> None:
-    """HTTP server throughput and latency at several numbers of concurrent clients (one request at a
-    time in the server: no batching across requests yet); prints a Markdown table."""
+    """HTTP server throughput and latency at several numbers of concurrent clients, the server
+    batching requests or not; prints a Markdown table."""
     import json
 
     try:
@@ -552,12 +558,23 @@ def bench_serve(
         if not key:
             fail(f"--api-key-env {api_key_env}: that environment variable is not set")
     try:
-        result = run(levels, seconds, url, model, key, progress=lambda m: typer.echo(m, err=True), threads=threads)
+        progress = lambda m: typer.echo(m, err=True)  # noqa: E731
+        if locust:
+            from .bench_locust import run as run_locust
+
+            result = run_locust(levels, seconds, url, model, key, progress=progress, threads=threads, batch=batch)
+        else:
+            result = run(levels, seconds, url, model, key, progress=progress, threads=threads, batch=batch)
     except RuntimeError as exc:
         fail(str(exc))
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    typer.echo(table(result))
+    if locust:
+        from .bench_locust import table as locust_table
+
+        typer.echo(locust_table(result))
+    else:
+        typer.echo(table(result))
 
 
 def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> list[dict]:
