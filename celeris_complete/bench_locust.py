@@ -41,10 +41,17 @@ def level(url: str, users: int, seconds: float, out: Path, api_key: str | None) 
     with stats.open() as f:
         total = next(row for row in csv.DictReader(f) if row["Name"] == "Aggregated")
     requests, failures = int(total["Request Count"]), int(total["Failure Count"])
+    failed_by: dict[str, int] = {}
+    errors = prefix.with_name(prefix.name + "_failures.csv")
+    if errors.exists():
+        with errors.open() as f:
+            for row in csv.DictReader(f):
+                failed_by[row["Error"]] = failed_by.get(row["Error"], 0) + int(row["Occurrences"])
     return {
         "clients": users,
         "requests": requests,
         "failures": failures,
+        "failed_by": failed_by,  # locust's error text ("HTTP 504", or the client's exception) -> count
         "throughput_rps": round(float(total["Requests/s"]) * (requests - failures) / max(1, requests), 2),
         "p50_ms": number(total["50%"]),
         "p95_ms": number(total["95%"]),
@@ -54,13 +61,13 @@ def level(url: str, users: int, seconds: float, out: Path, api_key: str | None) 
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    progress=None, threads: int | None = None, batch: bool = True,
+    progress=None, threads: int | None = None, batch: bool = True, quant: str | None = None,
 ) -> dict:  # fmt: skip
     proc = None
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if url is None:
-                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads, batch)
+                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads, batch, quant)
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
             health = httpx.get(url + "/health", timeout=10, headers=headers).json()
             level(url, 1, 2.0, Path(tmp), api_key)  # warm-up: traced graphs, caches

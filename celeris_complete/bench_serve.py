@@ -106,13 +106,14 @@ def free_port() -> int:
 
 
 def start_server(
-    model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool = True
+    model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool = True, quant: str | None = None
 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
     args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
     args += ["--batch" if batch else "--no-batch"]
     args += ["--log-level", "warning"] + (["--model", model] if model else [])
     args += ["--threads", str(threads)] if threads is not None else []
+    args += ["--quant", quant] if quant else []
     proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 300
@@ -131,7 +132,7 @@ def start_server(
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    requests: int = 200, progress=None, threads: int | None = None, batch: bool = True,
+    requests: int = 200, progress=None, threads: int | None = None, batch: bool = True, quant: str | None = None,
 ) -> dict:  # fmt: skip
     """``batch``: whether the server this starts batches requests (a running server says so in /health)."""
     bodies = places(requests)
@@ -140,7 +141,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if url is None:
-                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads, batch)
+                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads, batch, quant)
             health = httpx.get(url + "/health", timeout=10).json()
             asyncio.run(level(url, 1, 2.0, bodies, headers))  # warm-up: traced graphs, caches
             rows = []

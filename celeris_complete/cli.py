@@ -533,6 +533,7 @@ def bench_serve(
     batch: Annotated[
         bool, typer.Option("--batch/--no-batch", help="Whether the server it starts batches requests.")
     ] = True,
+    quant: Annotated[Optional[str], typer.Option(help="--quant of the server it starts (default: its own).")] = None,
     locust: Annotated[
         bool, typer.Option("--locust", help="Drive the load with locust (headless) instead of the built-in client.")
     ] = False,
@@ -559,12 +560,13 @@ def bench_serve(
             fail(f"--api-key-env {api_key_env}: that environment variable is not set")
     try:
         progress = lambda m: typer.echo(m, err=True)  # noqa: E731
+        server = dict(progress=progress, threads=threads, batch=batch, quant=quant)
         if locust:
             from .bench_locust import run as run_locust
 
-            result = run_locust(levels, seconds, url, model, key, progress=progress, threads=threads, batch=batch)
+            result = run_locust(levels, seconds, url, model, key, **server)
         else:
-            result = run(levels, seconds, url, model, key, progress=progress, threads=threads, batch=batch)
+            result = run(levels, seconds, url, model, key, **server)
     except RuntimeError as exc:
         fail(str(exc))
     if output:

@@ -65,7 +65,7 @@ batches: list[int] = []
 def test_batched_answers_are_those_of_one_request_at_a_time(engine, scheduler):
     specs = [
         {"prefix": b["prompt"], "suffix": b["suffix"], "mode": b["mode"], "client": f"c{i % 3}"}
-        for i, b in enumerate(places(12, seed=5))
+        for i, b in enumerate(places(8, seed=5))
     ]
     specs[1]["max_tokens"] = 7  # canvases of different lengths in one batch
     specs[2].update(n=3, temperature=0.8, seed=42)  # sampled choices, each its own row
