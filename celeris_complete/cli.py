@@ -534,6 +534,9 @@ def bench_serve(
         bool, typer.Option("--batch/--no-batch", help="Whether the server it starts batches requests.")
     ] = True,
     quant: Annotated[Optional[str], typer.Option(help="--quant of the server it starts (default: its own).")] = None,
+    typing: Annotated[
+        bool, typer.Option("--typing", help="Each client types into a place, a few characters per request.")
+    ] = False,
     locust: Annotated[
         bool, typer.Option("--locust", help="Drive the load with locust (headless) instead of the built-in client.")
     ] = False,
@@ -561,12 +564,14 @@ def bench_serve(
     try:
         progress = lambda m: typer.echo(m, err=True)  # noqa: E731
         server = dict(progress=progress, threads=threads, batch=batch, quant=quant)
+        if locust and typing:
+            fail("--typing is a workload of the built-in client, not of --locust")
         if locust:
             from .bench_locust import run as run_locust
 
             result = run_locust(levels, seconds, url, model, key, **server)
         else:
-            result = run(levels, seconds, url, model, key, **server)
+            result = run(levels, seconds, url, model, key, typing=typing, **server)
     except RuntimeError as exc:
         fail(str(exc))
     if output:
