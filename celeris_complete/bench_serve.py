@@ -1,6 +1,8 @@
 """`celeris-complete bench serve`: throughput and latency of the HTTP server at several numbers of
 concurrent clients (each sends its next request as soon as the last is answered), on places in real
-source files.  Starts its own server on a free loopback port unless given ``url``.
+source files (``typing``: each client types into one place after another, a few characters per
+request, as its ``user``, so that the server can extend the client's cached context).  Starts its own
+server on a free loopback port unless given ``url``.
 
 Client-observed latency percentiles per level, with the server's own split from ``Server-Timing``
 (time queued for the model, and the rest) and what HTTP adds (client-observed minus the server's
@@ -40,7 +42,23 @@ def parse_timing(header: str) -> dict[str, float]:
     return out
 
 
-async def level(url: str, clients: int, seconds: float, bodies: list[dict], headers: dict) -> dict:
+TYPED = 240  # typing: characters of a place's prefix typed, TYPE_STEP at a time, before the next place
+TYPE_STEP = 4
+
+
+def typed_body(bodies: list[dict], client: int, i: int) -> dict:
+    """A client typing: its ``i``-th request is its place's prefix grown by ``TYPE_STEP`` characters since
+    the last (the server sees one context extended again and again), sent with the client's ``user``."""
+    per_place = TYPED // TYPE_STEP
+    body = bodies[(client * 7919 + i // per_place) % len(bodies)]
+    prompt = body["prompt"]
+    cut = max(0, len(prompt) - TYPED) + (i % per_place + 1) * TYPE_STEP
+    return {**body, "prompt": prompt[:cut], "user": f"client-{client}"}
+
+
+async def level(
+    url: str, clients: int, seconds: float, bodies: list[dict], headers: dict, typing: bool = False
+) -> dict:
     latencies: list[float] = []
     queued: list[float] = []
     served: list[float] = []
@@ -52,9 +70,9 @@ async def level(url: str, clients: int, seconds: float, bodies: list[dict], head
 
         async def client(k: int) -> None:
             nonlocal rejected, late, errors
-            i = k * 7919
+            i = 0 if typing else k * 7919
             while time.perf_counter() < end:
-                body = bodies[i % len(bodies)]
+                body = typed_body(bodies, k, i) if typing else bodies[i % len(bodies)]
                 i += 1
                 t0 = time.perf_counter()
                 try:
@@ -105,11 +123,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str | None, max_queue: int, log: Path, threads: int | None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool = True, quant: str | None = None
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
+    args += ["--batch" if batch else "--no-batch"]
     args += ["--log-level", "warning"] + (["--model", model] if model else [])
     args += ["--threads", str(threads)] if threads is not None else []
+    args += ["--quant", quant] if quant else []
     proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 300
@@ -128,27 +150,30 @@ def start_server(model: str | None, max_queue: int, log: Path, threads: int | No
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    requests: int = 200, progress=None, threads: int | None = None,
+    requests: int = 200, progress=None, threads: int | None = None, batch: bool = True, quant: str | None = None,
+    typing: bool = False,
 ) -> dict:  # fmt: skip
+    """``batch``: whether the server this starts batches requests (a running server says so in /health)."""
     bodies = places(requests)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     proc = None
     with tempfile.TemporaryDirectory() as tmp:
         try:
             if url is None:
-                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads)
+                proc, url = start_server(model, max(64, max(levels)), Path(tmp) / "server.log", threads, batch, quant)
             health = httpx.get(url + "/health", timeout=10).json()
             asyncio.run(level(url, 1, 2.0, bodies, headers))  # warm-up: traced graphs, caches
             rows = []
             for clients in levels:
                 if progress:
                     progress(f"{clients} concurrent client(s) for {seconds:g} s")
-                rows.append(asyncio.run(level(url, clients, seconds, bodies, headers)))
+                rows.append(asyncio.run(level(url, clients, seconds, bodies, headers, typing)))
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
-    return {"server": health, "batching": False, "seconds_per_level": seconds, "rows": rows}
+    return {"server": health, "batching": health.get("batching", False), "typing": typing,
+            "seconds_per_level": seconds, "rows": rows}  # fmt: skip
 
 
 def table(result: dict) -> str:

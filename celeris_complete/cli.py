@@ -269,6 +269,10 @@ def serve(
         float, typer.Option(help="Longest deadline a request may ask for; also the deadline of those that ask none.")
     ] = 10_000.0,
     max_n: Annotated[int, typer.Option(help="Most completions one request may ask for (n).")] = 8,
+    batch: Annotated[
+        bool, typer.Option("--batch/--no-batch", help="Decode the requests together, one forward pass per step.")
+    ] = True,
+    max_batch: Annotated[int, typer.Option(help="Most canvases in one batch (a request with n choices has n).")] = 16,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
@@ -312,6 +316,8 @@ def serve(
         fail("--port must be between 1 and 65535")
     if max_queue < 1 or max_n < 1 or max_body_bytes < 1 or max_deadline_ms <= 0:
         fail("--max-queue, --max-n, --max-body-bytes and --max-deadline-ms must be positive")
+    if not 1 <= max_batch <= 256:
+        fail("--max-batch must be between 1 and 256")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     overrides = dict(
         model=model, device=device, backend=backend, quant=quant, threads=threads,
@@ -324,7 +330,7 @@ def serve(
         fail(str(exc))
     options = ServeOptions(
         max_queue=max_queue, max_body_bytes=max_body_bytes, max_deadline_ms=max_deadline_ms, max_n=max_n,
-        model_name=model_name, api_key=key,
+        batch=batch, max_batch=max_batch, model_name=model_name, api_key=key,
     )  # fmt: skip
     if not ray:
         if (replicas, min_replicas, max_replicas, target_ongoing_requests, cpus_per_replica, ray_address,
@@ -565,10 +571,20 @@ def bench_serve(
     model: Annotated[Optional[str], typer.Option(help="Model directory (for the server it starts).")] = None,
     api_key_env: Annotated[Optional[str], typer.Option(help="Send this environment variable's key.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads of the server it starts (0: all).")] = None,
+    batch: Annotated[
+        bool, typer.Option("--batch/--no-batch", help="Whether the server it starts batches requests.")
+    ] = True,
+    quant: Annotated[Optional[str], typer.Option(help="--quant of the server it starts (default: its own).")] = None,
+    typing: Annotated[
+        bool, typer.Option("--typing", help="Each client types into a place, a few characters per request.")
+    ] = False,
+    locust: Annotated[
+        bool, typer.Option("--locust", help="Drive the load with locust (headless) instead of the built-in client.")
+    ] = False,
     output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
 ) -> None:
-    """HTTP server throughput and latency at several numbers of concurrent clients (one request at a
-    time in the server: no batching across requests yet); prints a Markdown table."""
+    """HTTP server throughput and latency at several numbers of concurrent clients, the server
+    batching requests or not; prints a Markdown table."""
     import json
 
     try:
@@ -587,12 +603,26 @@ def bench_serve(
         if not key:
             fail(f"--api-key-env {api_key_env}: that environment variable is not set")
     try:
-        result = run(levels, seconds, url, model, key, progress=lambda m: typer.echo(m, err=True), threads=threads)
+        progress = lambda m: typer.echo(m, err=True)  # noqa: E731
+        server = dict(progress=progress, threads=threads, batch=batch, quant=quant)
+        if locust and typing:
+            fail("--typing is a workload of the built-in client, not of --locust")
+        if locust:
+            from .bench_locust import run as run_locust
+
+            result = run_locust(levels, seconds, url, model, key, **server)
+        else:
+            result = run(levels, seconds, url, model, key, typing=typing, **server)
     except RuntimeError as exc:
         fail(str(exc))
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    typer.echo(table(result))
+    if locust:
+        from .bench_locust import table as locust_table
+
+        typer.echo(locust_table(result))
+    else:
+        typer.echo(table(result))
 
 
 def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> list[dict]:

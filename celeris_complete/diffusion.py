@@ -14,6 +14,7 @@ prediction is the same for all of them and can be shared between decodes
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import torch
@@ -97,7 +98,42 @@ def diffuse(
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
     ``model.span_step(canvas_ids, context_kv)`` gives the logits of every slot: ``context_kv`` is
-    whatever state the model adapter keeps for the request (see ``batch_and_device``).
+    whatever state the model adapter keeps for the request (see ``batch_and_device``).  The other
+    arguments are ``refine``'s.
+    """
+    batch, device = batch_and_device(context_kv)
+    steps = refine(
+        batch, device, canvas, ids, settings, should_stop, should_cancel, first_allowed, step_times, draft,
+        draft_threshold, draft_kept, first_probs, on_step,
+    )  # fmt: skip
+    try:
+        x = next(steps)
+        while True:
+            x = steps.send(model.span_step(x, context_kv))
+    except StopIteration as done:
+        return done.value
+
+
+def refine(
+    batch: int,
+    device: torch.device | str,
+    canvas: int,
+    ids: SpecialIds,
+    settings: DecodeSettings,
+    should_stop=None,
+    should_cancel=None,
+    first_allowed: torch.Tensor | None = None,
+    step_times: list[float] | None = None,
+    draft: torch.Tensor | None = None,
+    draft_threshold: float = 0.0,
+    draft_kept: list[int] | None = None,
+    first_probs: list[torch.Tensor] | None = None,
+    on_step=None,
+) -> Generator[torch.Tensor, torch.Tensor, tuple[torch.Tensor, int]]:
+    """The refinement steps of ``batch`` canvases as a generator: it yields the canvas ids (B, C) whose
+    slot logits (B, C, vocabulary) it needs next and is sent them; it returns (canvas ids, steps run).
+    ``diffuse`` drives it with one model; the server's batcher (serve_batch.py) drives many at once,
+    one forward pass per step for all of them.
 
     ``should_stop()`` is asked between steps: when it says yes, the remaining
     masked slots are committed from the current prediction (an anytime answer).
@@ -119,7 +155,6 @@ def diffuse(
     ``on_step(step, canvas)``, when given, sees the canvas ids (B, C) after every step (masked slots
     still hold ``ids.mask``): for clients that show the text sharpening step by step.
     """
-    batch, device = batch_and_device(context_kv)
     x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
     slot_index = torch.arange(canvas, device=device)
     generator = None
@@ -143,7 +178,7 @@ def diffuse(
                 probs[:, 0] *= first_allowed
                 probs[:, 0] /= probs[:, 0].sum(dim=-1, keepdim=True).clamp(min=1e-30)
         else:
-            logits = model.span_step(x, context_kv).float()
+            logits = (yield x).float()
             ran += 1
             logits.index_fill_(-1, banned, float("-inf"))
             if first_allowed is not None:

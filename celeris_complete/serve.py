@@ -4,7 +4,8 @@ Endpoints: ``POST /v1/fim/completions`` and ``POST /v1/completions`` (see serve_
 fields), ``GET /v1/models``, ``GET /health`` (200 only once the model is loaded: it loads in the
 background while the server already answers) and ``GET /metrics`` (Prometheus).  Every response
 carries ``Server-Timing``.  Requests wait in a bounded queue for the one model worker
-(serve_queue.py); a full queue is answered 429.
+(serve_queue.py), which decodes them in one batch (serve_batch.py, ``--batch``: one forward pass per
+refinement step for all of them) or one at a time; a full queue is answered 429.
 
 Security: loopback by default; any other address needs an API key (a bearer token from an
 environment variable or a file, compared in constant time, never logged or echoed).  Bodies and
@@ -45,6 +46,7 @@ from .serve_api import (
     response_body,
     server_timing,
 )
+from .serve_batch import BatchScheduler
 from .serve_metrics import CONTENT_TYPE_LATEST, Metrics
 from .serve_queue import DeadlineExceeded, Job, JobResult, QueueFull, Scheduler
 
@@ -61,6 +63,8 @@ class ServeOptions:
     max_body_bytes: int = 1 << 20
     max_deadline_ms: float = 10_000.0  # also the deadline of a request that gives none
     max_n: int = 8
+    batch: bool = True  # continuous batching of the requests' canvases (serve_batch.py); else one at a time
+    max_batch: int = 16  # canvases in one forward pass (a request with n choices has n)
     model_name: str | None = None
     api_key: str | None = field(default=None, repr=False)
 
@@ -115,9 +119,11 @@ class CompletionServer:
         self.settings = settings
         self.options = options
         self.metrics = Metrics()
-        self.scheduler = Scheduler(
-            options.max_queue, on_batch=self.metrics.batch.observe, on_cancel=self.metrics.cancelled.inc
-        )
+        hooks = dict(on_batch=self.metrics.batch.observe, on_cancel=self.metrics.cancelled.inc)
+        if options.batch:
+            self.scheduler: Scheduler = BatchScheduler(options.max_queue, options.max_batch, **hooks)
+        else:
+            self.scheduler = Scheduler(options.max_queue, **hooks)
         self.metrics.queue_depth.set_function(self.scheduler.depth)
         self.engine = None
         self.load_error: str | None = None
@@ -317,6 +323,14 @@ def answer(server: CompletionServer, req: CompletionRequest, job: Job, result: J
     return Answer(choices, usage, {k: round(v, 3) for k, v in phases.items()})
 
 
+def client_id(request: Request, req: CompletionRequest) -> str:
+    """Whose context cache a request uses: its ``user`` field, else its connection."""
+    if req.user:
+        return "user:" + req.user
+    peer = request.scope.get("client")
+    return f"peer:{peer[0]}:{peer[1]}" if peer else "peer:?"
+
+
 def sse(data: dict | str) -> str:
     return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
 
@@ -360,6 +374,7 @@ async def completions(request: Request, fim: bool) -> Response:
         seed=req.seed,
         deadline=t0 + deadline_ms / 1e3,
         stream_steps=req.stream_steps,
+        client=client_id(request, req),
     )
     try:
         server.scheduler.submit(job)
@@ -451,7 +466,8 @@ async def health(request: Request) -> Response:
         engine = server.engine
         return JSONResponse(
             {"status": "ok", "model": server.model_id, "backend": engine.backend, "quant": engine.quant,
-             "device": engine.device, "queue": server.scheduler.depth()}
+             "device": engine.device, "queue": server.scheduler.depth(),
+             "batching": getattr(server.scheduler, "batch", None) is not None}
         )  # fmt: skip
     if server.load_error:
         return JSONResponse({"status": "error", "error": server.load_error}, status_code=503)

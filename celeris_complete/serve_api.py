@@ -49,6 +49,7 @@ class CompletionRequest(BaseModel):
     stream: bool = False
     seed: Optional[int] = Field(None, ge=0)
     random_seed: Optional[int] = Field(None, ge=0)  # Mistral's name for seed
+    user: Optional[str] = Field(None, max_length=256)  # OpenAI's end-user id: here also whose contexts are cached
     # Ours.
     steps: Optional[int] = Field(None, ge=1, le=64)
     mode: Optional[Literal["auto", "line", "block"]] = None

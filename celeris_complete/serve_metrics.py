@@ -36,7 +36,7 @@ class Metrics:
         )
         self.batch = Histogram(
             "celeris_batch_size",
-            "Requests decoded together in one model pass (1 while requests are served one at a time).",
+            "Requests decoded together: one observation per forward pass (batching), or per request (1).",
             buckets=(1, 2, 4, 8, 16, 32, 64),
             registry=r,
         )

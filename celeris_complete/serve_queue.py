@@ -5,8 +5,8 @@ jobs: the server answers 429).  One worker thread owns the engine and runs the j
 in arrival order: the engine runs one model call at a time anyway (its lock), and one thread keeps
 the context cache and the torch threads to themselves.
 
-Batching across requests fits here later: ``_take`` would return every waiting job that can share a
-forward pass, and ``_run`` decode them together; the server only sees jobs and their events.
+Batching across requests (``--batch``, the default) is ``serve_batch.BatchScheduler``, a subclass:
+the server only sees jobs and their events either way.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Job:
     seed: int | None = None
     deadline: float = float("inf")  # time.perf_counter() by which the answer is due
     stream_steps: bool = False
+    client: str | None = None  # whose context cache to use (batching: serve_batch.py)
     arrived: float = field(default_factory=time.perf_counter)
     cancel: threading.Event = field(default_factory=threading.Event)
     started: float | None = None

@@ -152,7 +152,7 @@ def server(shipped_model_dir, tmp_path_factory):
     s = Served(
         tmp_path_factory.mktemp("serve") / "server.log",
         "--model", str(shipped_model_dir), "--max-queue", "1", "--max-body-bytes", "65536",
-        "--max-deadline-ms", "30000", "--log-level", "warning",
+        "--max-deadline-ms", "30000", "--log-level", "warning", "--max-batch", "8",
     )  # fmt: skip
     try:
         s.wait_ready()
@@ -358,8 +358,96 @@ def test_bench_serve_against_the_running_server(server):
 
     result = run([1, 2], 1.0, url=server.url, requests=6)
     rows = result["rows"]
-    assert [r["clients"] for r in rows] == [1, 2] and result["batching"] is False
+    assert [r["clients"] for r in rows] == [1, 2] and result["batching"] is True
     # (429s may come: this server's queue holds one request, and the bench retries them.)
     assert all(r["requests"] > 0 and r["errors"] == r["deadline_504"] == 0 for r in rows), str(rows)
     assert all(r["p50_ms"] <= r["p99_ms"] and r["server_work_p50_ms"] > 0 for r in rows), str(rows)
     assert table(result).splitlines()[0].startswith("| clients | requests | throughput")
+
+
+# ------------------------------------------------------------------------------------------------
+# Official clients against the real server.
+
+
+def test_openai_client_completions_with_suffix_and_streaming(server, client):
+    openai = pytest.importorskip("openai")
+    want = client.post("/v1/completions", json={**PLACE, "max_tokens": 24}).json()["choices"][0]["text"]
+    api = openai.OpenAI(base_url=server.url + "/v1", api_key="not-needed-on-loopback", max_retries=0)
+    plain = {"model": "celeris-default", "prompt": PLACE["prompt"], "suffix": PLACE["suffix"], "max_tokens": 24}
+    got = api.completions.create(**plain, extra_body={"mode": "block"})
+    assert got.choices[0].text == want and got.choices[0].finish_reason in ("stop", "length")
+    assert got.usage.completion_tokens > 0 and got.model == "celeris-default"
+    chunks = list(api.completions.create(**plain, stream=True, extra_body={"mode": "block"}))
+    assert "".join(c.choices[0].text for c in chunks) == want
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.BadRequestError) as err:
+        api.completions.create(model="celeris-default", prompt="x", max_tokens=0)
+    assert err.value.status_code == 400
+
+
+def test_mistral_client_fim_complete(server, client):
+    mistral = pytest.importorskip("mistralai.client")
+    want = client.post("/v1/fim/completions", json={**PLACE, "max_tokens": 24}).json()["choices"][0]["text"]
+    with mistral.Mistral(api_key="not-needed-on-loopback", server_url=server.url) as api:
+        got = api.fim.complete(
+            model="celeris-default", prompt=PLACE["prompt"], suffix=PLACE["suffix"], max_tokens=24, random_seed=1
+        )
+    # (mode block is the FIM body's own field; the Mistral client sends only its known fields: auto mode)
+    assert got.choices[0].message.content.strip() and got.model == "celeris-default"
+    auto = client.post("/v1/fim/completions", json={**PLACE, "max_tokens": 24, "mode": None}).json()
+    assert got.choices[0].message.content == auto["choices"][0]["text"]
+    assert want  # the block-mode answer of the same place, for comparison in failures
+
+
+# ------------------------------------------------------------------------------------------------
+# Hostile clients: the server keeps answering the others throughout.
+
+
+def test_a_slow_body_and_a_huge_chunked_body_do_not_stall_others(server, client):
+    body = json.dumps(PLACE).encode()
+    slow = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:
+        head = (
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        slow.sendall(head.encode() + body[:10])
+        # Half a body on the wire: the others are answered meanwhile.
+        for _ in range(2):
+            assert client.post("/v1/completions", json=PLACE).status_code == 200
+        assert client.get("/health").status_code == 200
+
+        def chunks():
+            for _ in range(20):
+                yield b"x" * 8192  # 160 KiB with no Content-Length: the server counts as it reads
+
+        r = client.post("/v1/completions", content=chunks())
+        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+        slow.sendall(body[10:])
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += slow.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    finally:
+        slow.close()
+
+
+def test_clients_that_vanish_mid_stream_or_send_garbage(server, client):
+    long = {**PLACE, "steps": 64, "max_tokens": 64, "stream": True, "stream_steps": True}
+    for _ in range(3):
+        with httpx.Client(base_url=server.url, timeout=60) as leaving:
+            with leaving.stream("POST", "/v1/fim/completions", json=long) as r:
+                next(r.iter_lines())  # one step, then the connection closes under the server
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: nine\r\n\r\n{}")
+        assert raw.recv(65536).split(b"\r\n")[0].startswith(b"HTTP/1.1 4")
+    finally:
+        raw.close()
+    wrong = [["not", "an", "object"], {"prompt": "x", "suffix": 7}, {"prompt": "x", "stop": [1]}, {"prompt": None}]
+    for body in wrong:
+        r = client.post("/v1/fim/completions", json=body)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", (body, r.text)
+    r = client.post("/v1/fim/completions", content=b"\xff\xfe not utf-8")
+    assert r.status_code == 400
+    assert client.post("/v1/fim/completions", json=PLACE).status_code == 200, "the server still answers"
