@@ -319,6 +319,10 @@ def selftest(
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
+    endpoint: Annotated[
+        Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
+    ] = None,
+    api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
@@ -338,13 +342,18 @@ def selftest(
         quant=quant,
         threads=threads,
         trust_remote_code=trust_remote_code or None,
+        endpoint=endpoint,
+        api=api,
     )
     try:
         settings = load_settings(overrides)
         engine = Engine(settings)
     except CelerisError as exc:
         fail(str(exc))
-    result = run_selftest(engine, settings.budget_ms, requests=requests)
+    try:
+        result = run_selftest(engine, settings.budget_ms, requests=requests)
+    except CelerisError as exc:  # a remote endpoint that fails
+        fail(str(exc))
     typer.echo(json.dumps(result, indent=2) if as_json else render(result))
     if result["verdict"] != "pass":
         raise typer.Exit(1)
@@ -788,6 +797,10 @@ def infill(
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
+    endpoint: Annotated[
+        Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
+    ] = None,
+    api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
     ] = False,
@@ -816,6 +829,8 @@ def infill(
         quant=quant,
         fill_marker=marker,
         trust_remote_code=trust_remote_code or None,
+        endpoint=endpoint,
+        api=api,
     )
     try:
         settings = load_settings(overrides)
@@ -826,9 +841,15 @@ def infill(
     except CelerisError as exc:
         fail(str(exc))
     newline = "\r\n" if "\r\n" in text else "\n"
+    notice = getattr(engine.impl, "announcement", lambda: None)()
+    if notice:
+        typer.echo(notice, err=True)
 
     def run(prefix: str, suffix: str):
-        done = engine.complete(prefix, suffix, max_tokens=max_tokens)
+        try:
+            done = engine.complete(prefix, suffix, max_tokens=max_tokens)
+        except CelerisError as exc:  # a remote endpoint that fails
+            fail(str(exc))
         return done, done.text.replace("\n", newline) if newline != "\n" else done.text
 
     if line is not None:
