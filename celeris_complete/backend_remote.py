@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .backend import Supports
-from .config import OPTIONS, Settings
+from .config import ENV_PREFIX, OPTIONS, Settings
 from .context import ANCHOR_CHARS, CHARS_PER_TOKEN_BOUND, PREFIX_CHARS_PER_TOKEN
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings
@@ -142,6 +142,10 @@ class RemoteBackend:
         self.encrypted = parts.scheme == "https"
         self.api = settings.api
         self.key = None
+        if settings.api_key_env.upper().startswith(ENV_PREFIX):
+            raise CelerisError(
+                f"api_key_env {settings.api_key_env}: name a variable outside {ENV_PREFIX}* (those hold settings)"
+            )
         if settings.api_key_env:
             self.key = os.environ.get(settings.api_key_env, "").strip()
             if not self.key:

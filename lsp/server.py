@@ -98,6 +98,7 @@ class CelerisServer(LanguageServer):
         """Load the model on the worker thread; the server answers (emptily) meanwhile."""
         self.engine_ready.clear()
         self.engine, self.engine_error = None, None
+        self.typing = TypingCache()  # the previous engine's answers
         settings = self.settings
 
         def load() -> None:
