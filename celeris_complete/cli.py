@@ -296,6 +296,7 @@ def serve(
     overrides = dict(
         model=model, device=device, backend=backend, quant=quant, threads=threads,
         trust_remote_code=trust_remote_code or None,
+        endpoint="",  # the server runs the model itself, whatever the user's files say for their editors
     )  # fmt: skip
     try:
         key = api_key_from(host, api_key_env, api_key_file)
@@ -323,6 +324,9 @@ def selftest(
         Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
     ] = None,
     api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
+    api_key_env: Annotated[
+        Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
@@ -344,6 +348,7 @@ def selftest(
         trust_remote_code=trust_remote_code or None,
         endpoint=endpoint,
         api=api,
+        api_key_env=api_key_env,
     )
     try:
         settings = load_settings(overrides)
@@ -801,6 +806,9 @@ def infill(
         Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
     ] = None,
     api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
+    api_key_env: Annotated[
+        Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")
+    ] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
     ] = False,
@@ -831,6 +839,7 @@ def infill(
         trust_remote_code=trust_remote_code or None,
         endpoint=endpoint,
         api=api,
+        api_key_env=api_key_env,
     )
     try:
         settings = load_settings(overrides)

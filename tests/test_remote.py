@@ -213,3 +213,20 @@ def test_the_language_server_completes_remotely_and_reports_failures_once(server
             await s.stop()
 
     run(go())
+
+
+def test_infill_through_the_endpoint(server, local, keys):
+    from typer.testing import CliRunner
+
+    from celeris_complete.cli import app
+
+    prefix, suffix, _ = PLACES[1]
+    runner = CliRunner()
+    env = {"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent"}
+    ok = runner.invoke(app, ["infill", "-", "--endpoint", server.url, "--api-key-env", KEY_ENV],
+                       input=prefix + "<FILL>" + suffix, env=env)  # fmt: skip
+    assert ok.exit_code == 0, ok.output
+    assert ok.stdout.startswith(prefix + local.complete(prefix, suffix).text + suffix)
+    down = runner.invoke(app, ["infill", "-", "--endpoint", f"http://127.0.0.1:{free_port()}"], input="x = <FILL>\n",
+                         env=env)  # fmt: skip
+    assert down.exit_code != 0 and "cannot connect" in down.output and "Traceback" not in down.output
