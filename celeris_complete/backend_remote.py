@@ -37,9 +37,9 @@ from .errors import CelerisError
 from .postprocess import postprocess
 
 GRACE_MS = 250.0  # the client waits this long past the deadline for the server's answer
-TIMEOUT_S = 10.0  # without a deadline
+MAX_DEADLINE_MS = 10_000.0  # serve's default cap on deadline_ms (and its deadline for requests without one)
+TIMEOUT_S = MAX_DEADLINE_MS / 1e3 + 5.0  # without a deadline
 CONNECT_TIMEOUT_S = 2.0
-MAX_DEADLINE_MS = 10_000.0  # serve's default cap on deadline_ms
 POLL_S = 0.002  # how often a waiting request asks should_cancel
 OURS = "celeris-complete"  # /v1/models' owned_by on our own server
 PATHS = {"fim": "/v1/fim/completions", "completions": "/v1/completions"}
