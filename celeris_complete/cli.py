@@ -322,6 +322,7 @@ def serve(
     overrides = dict(
         model=model, device=device, backend=backend, quant=quant, threads=threads,
         trust_remote_code=trust_remote_code or None,
+        endpoint="",  # the server runs the model itself, whatever the user's files say for their editors
     )  # fmt: skip
     try:
         key = api_key_from(host, api_key_env, api_key_file)
@@ -366,6 +367,13 @@ def selftest(
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
+    endpoint: Annotated[
+        Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
+    ] = None,
+    api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
+    api_key_env: Annotated[
+        Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
@@ -385,13 +393,19 @@ def selftest(
         quant=quant,
         threads=threads,
         trust_remote_code=trust_remote_code or None,
+        endpoint=endpoint,
+        api=api,
+        api_key_env=api_key_env,
     )
     try:
         settings = load_settings(overrides)
         engine = Engine(settings)
     except CelerisError as exc:
         fail(str(exc))
-    result = run_selftest(engine, settings.budget_ms, requests=requests)
+    try:
+        result = run_selftest(engine, settings.budget_ms, requests=requests)
+    except CelerisError as exc:  # a remote endpoint that fails
+        fail(str(exc))
     typer.echo(json.dumps(result, indent=2) if as_json else render(result))
     if result["verdict"] != "pass":
         raise typer.Exit(1)
@@ -859,6 +873,13 @@ def infill(
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
+    endpoint: Annotated[
+        Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
+    ] = None,
+    api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
+    api_key_env: Annotated[
+        Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")
+    ] = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
     ] = False,
@@ -887,6 +908,9 @@ def infill(
         quant=quant,
         fill_marker=marker,
         trust_remote_code=trust_remote_code or None,
+        endpoint=endpoint,
+        api=api,
+        api_key_env=api_key_env,
     )
     try:
         settings = load_settings(overrides)
@@ -897,9 +921,15 @@ def infill(
     except CelerisError as exc:
         fail(str(exc))
     newline = "\r\n" if "\r\n" in text else "\n"
+    notice = getattr(engine.impl, "announcement", lambda: None)()
+    if notice:
+        typer.echo(notice, err=True)
 
     def run(prefix: str, suffix: str):
-        done = engine.complete(prefix, suffix, max_tokens=max_tokens)
+        try:
+            done = engine.complete(prefix, suffix, max_tokens=max_tokens)
+        except CelerisError as exc:  # a remote endpoint that fails
+            fail(str(exc))
         return done, done.text.replace("\n", newline) if newline != "\n" else done.text
 
     if line is not None:

@@ -54,6 +54,20 @@ OPTIONS: dict[str, Option] = {
         "Run the refinement step and context encoding as traced TorchScript graphs: the same answers with less "
         "overhead per call (PyTorch backend, our own models).",
     ),
+    "endpoint": Option(
+        str,
+        "",
+        "Complete through this server instead of a local model: the URL of `celeris-complete serve` or of an "
+        "OpenAI-compatible server (e.g. http://127.0.0.1:8000). Only the windows around the cursor and the chosen "
+        "snippets are sent.",
+    ),
+    "api_key_env": Option(str, "", "Name of the environment variable holding the endpoint's API key (bearer token)."),
+    "api": Option(
+        str,
+        "fim",
+        "The endpoint's API: fim (POST /v1/fim/completions) or completions (POST /v1/completions with suffix).",
+        choices=("fim", "completions"),
+    ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
     "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),

@@ -375,6 +375,9 @@ async def completions(request: Request, fim: bool) -> Response:
         deadline=t0 + deadline_ms / 1e3,
         stream_steps=req.stream_steps,
         client=client_id(request, req),
+        snippets=tuple(req.snippets),
+        file_start=req.file_start,
+        file_end=req.file_end,
     )
     try:
         server.scheduler.submit(job)

@@ -3,8 +3,9 @@
 Requests follow the fill-in-the-middle endpoint (``POST /v1/fim/completions``: ``prompt`` before
 the cursor, ``suffix`` after it, as Mistral's Codestral and Inception's Mercury take them) and
 OpenAI's legacy ``POST /v1/completions`` with ``suffix``; plus our own optional ``steps``, ``mode``,
-``deadline_ms`` and ``stream_steps``.  Unknown fields are ignored; a wrong type or value is an
-``ApiError`` that the server answers with an OpenAI-style error body.
+``deadline_ms``, ``stream_steps``, ``snippets``, ``file_start`` and ``file_end``.  Unknown fields
+are ignored; a wrong type or value is an ``ApiError`` that the server answers with an OpenAI-style
+error body.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 MAX_STOP = 4  # OpenAI's limit on stop sequences
+MAX_SNIPPETS = 32
 
 
 class ApiError(Exception):
@@ -55,6 +57,11 @@ class CompletionRequest(BaseModel):
     mode: Optional[Literal["auto", "line", "block"]] = None
     deadline_ms: Optional[float] = Field(None, gt=0)
     stream_steps: bool = False
+    # Sent by our remote backend: text from other files for the context, and whether prompt/suffix
+    # reach the file's start/end (the client cuts windows around the cursor).
+    snippets: list[str] = Field(default_factory=list, max_length=MAX_SNIPPETS)
+    file_start: bool = True
+    file_end: bool = True
     # OpenAI fields whose meaning we cannot honour: refused rather than silently ignored.
     echo: bool = False
     logprobs: Optional[int] = None

@@ -54,7 +54,8 @@ class Plan:
 
 
 def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
-    """Mirrors ``Engine.complete`` up to its decode (no snippets, no workspace lines: the server has none)."""
+    """Mirrors ``Engine.complete`` up to its decode (snippets as the client sent them; no workspace lines: the
+    server has none)."""
     import torch
 
     from .context import build_context
@@ -71,7 +72,10 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
     budget_suffix = min(s.suffix_tokens, engine.max_context // 4)
     budget_prefix = min(s.prefix_tokens, engine.max_context - budget_suffix - 4)
     budget_snippets = min(s.snippet_tokens, engine.max_context - budget_suffix - budget_prefix - 4)
-    ctx = build_context(engine.tok, prefix, suffix, budget_prefix, budget_suffix, snippet_budget=budget_snippets)
+    ctx = build_context(
+        engine.tok, prefix, suffix, budget_prefix, budget_suffix, file_start=job.file_start, file_end=job.file_end,
+        snippets=job.snippets, snippet_budget=budget_snippets,
+    )  # fmt: skip
     first_allowed = engine.tokens_starting_with(ctx.heal) if ctx.heal else None
     if mode == "line" and not prefix[prefix.rfind("\n") + 1 :].strip():
         first_allowed = engine._starts_line if first_allowed is None else first_allowed & engine._starts_line

@@ -52,6 +52,9 @@ class Job:
     deadline: float = float("inf")  # time.perf_counter() by which the answer is due
     stream_steps: bool = False
     client: str | None = None  # whose context cache to use (batching: serve_batch.py)
+    snippets: tuple[str, ...] = ()
+    file_start: bool = True
+    file_end: bool = True
     arrived: float = field(default_factory=time.perf_counter)
     cancel: threading.Event = field(default_factory=threading.Event)
     started: float | None = None
@@ -175,6 +178,9 @@ class Scheduler:
                     temperature=job.temperature,
                     seed=None if seed is None else seed + i,
                     on_step=on_step,
+                    snippets=job.snippets,
+                    file_start=job.file_start,
+                    file_end=job.file_end,
                 )
             )
         return JobResult(out, queue_ms)

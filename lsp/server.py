@@ -48,7 +48,9 @@ STATUS_REQUEST = "celeris/status"
 DOCUMENT_REQUEST = "celeris/document"
 TRIM_EVERY = 100  # model calls between giving free heap memory back (see release_free_memory)
 WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor (it windows further)
-ENGINE_KEYS = ("model", "backend", "device", "quant", "trace", "threads", "trust_remote_code")
+ENGINE_KEYS = (
+    "model", "backend", "device", "quant", "trace", "threads", "trust_remote_code", "endpoint", "api_key_env", "api",
+)  # fmt: skip
 SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens")
 
 
@@ -74,6 +76,8 @@ class CelerisServer(LanguageServer):
         self.model_calls = 0
         self.calls_started = 0
         self.adaptation = Adaptation(self.switch_model)
+        self.failing: str | None = None  # the kind of the last completion failure shown to the user
+        self.announced: set[str] = set()  # remote endpoints the user has been told about
 
     def start_io(self, stdin=None, stdout=None) -> None:
         """pygls's stdio loop with a reader that survives wrong Content-Length headers (framing.py)."""
@@ -94,6 +98,7 @@ class CelerisServer(LanguageServer):
         """Load the model on the worker thread; the server answers (emptily) meanwhile."""
         self.engine_ready.clear()
         self.engine, self.engine_error = None, None
+        self.typing = TypingCache()  # the previous engine's answers
         settings = self.settings
 
         def load() -> None:
@@ -102,6 +107,7 @@ class CelerisServer(LanguageServer):
 
                 self.engine = Engine(settings, trace_in_background=True)
                 log.info("model loaded from %s", self.engine.path)
+                self.announce(self.engine)
             except CelerisError as exc:
                 self.engine_error = str(exc)
             except Exception as exc:  # never let a broken model take the server down
@@ -118,6 +124,24 @@ class CelerisServer(LanguageServer):
                 )
 
         self.model_thread.submit(load)
+
+    def announce(self, engine) -> None:
+        """Tell the user, once per endpoint, that completions go to a server off this machine."""
+        notice = getattr(engine.impl, "announcement", lambda: None)()
+        if notice and engine.path not in self.announced:
+            self.announced.add(engine.path)
+            log.info(notice)
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=notice))
+
+    def report_failure(self, exc: CelerisError) -> None:
+        """A completion failed (a remote server down, refusing the key, busy...): shown once, then logged."""
+        kind = getattr(exc, "kind", "error")
+        log.warning("no completion: %s", exc)
+        if kind != self.failing:
+            self.failing = kind
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=f"celeris-complete: {exc}")
+            )
 
     def adapt_to_workspace(self) -> None:
         """Start adapting the model to the first workspace folder, when the setting asks for it."""
@@ -411,6 +435,12 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             done = await ls.run_model(uri, call)
         except Cancelled:
             return [], None
+        except CelerisError as exc:  # a remote endpoint's failure; local engines raise none here
+            ls.report_failure(exc)
+            return [], None
+        if ls.failing is not None:
+            log.info("completions work again")
+            ls.failing = None
         ls.model_calls += 1
         texts = []
         for text in (done.text, *done.alternatives):

@@ -22,6 +22,9 @@ function config() {
       steps: c.get<number | null>("steps"),
       budgetMs: c.get<number>("budgetMs"),
       drafts: c.get<boolean>("drafts"),
+      endpoint: c.get<string>("endpoint"),
+      apiKeyEnv: c.get<string>("apiKeyEnv"),
+      api: c.get<string>("api"),
       serverSettings: c.get<Record<string, unknown>>("serverSettings"),
     }),
   };

@@ -7,6 +7,9 @@ export interface ExtensionSettings {
   steps?: number | null;
   budgetMs?: number;
   drafts?: boolean;
+  endpoint?: string;
+  apiKeyEnv?: string;
+  api?: string;
   serverSettings?: Record<string, unknown>;
 }
 
@@ -19,6 +22,10 @@ export function serverSettings(s: ExtensionSettings): Record<string, unknown> {
   if (typeof s.steps === "number" && Number.isInteger(s.steps) && s.steps > 0) out.steps = s.steps;
   if (typeof s.budgetMs === "number" && s.budgetMs > 0) out.budget_ms = s.budgetMs;
   if (s.drafts === false) out.drafts = false; // on is the server's own default
+  // A remote server instead of a local model: its URL, the variable holding its key (never the key).
+  if (s.endpoint && s.endpoint.trim()) out.endpoint = s.endpoint.trim();
+  if (s.apiKeyEnv && s.apiKeyEnv.trim()) out.api_key_env = s.apiKeyEnv.trim();
+  if (s.api === "completions") out.api = s.api; // fim is the server's own default
   return out;
 }
 

@@ -20,6 +20,15 @@ test("drafts: only turning them off is sent", () => {
   assert.deepEqual(serverSettings({ drafts: false }), { drafts: false });
 });
 
+test("a remote endpoint: its URL, the key's variable name, a non-default API", () => {
+  assert.deepEqual(serverSettings({ endpoint: " ", apiKeyEnv: "", api: "fim" }), {});
+  assert.deepEqual(
+    serverSettings({ endpoint: "https://gpu.example:8000 ", apiKeyEnv: "GPU_BOX_KEY", api: "completions" }),
+    { endpoint: "https://gpu.example:8000", api_key_env: "GPU_BOX_KEY", api: "completions" },
+  );
+  assert.deepEqual(serverSettings({ endpoint: "http://127.0.0.1:8000", api: "other" }), { endpoint: "http://127.0.0.1:8000" });
+});
+
 test("other server settings pass through, named settings win", () => {
   assert.deepEqual(serverSettings({ serverSettings: { eos_penalty: 2, steps: 9 }, steps: 3 }), { eos_penalty: 2, steps: 3 });
 });

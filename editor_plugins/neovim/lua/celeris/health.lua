@@ -22,10 +22,18 @@ function M.check()
     table.remove(args)
   end
   vim.list_extend(args, { "selftest", "--json", "--requests", "6" })
-  if celeris.config.settings.model then
-    vim.list_extend(args, { "--model", celeris.config.settings.model })
+  local settings = celeris.config.settings
+  if settings.model then
+    vim.list_extend(args, { "--model", settings.model })
   end
-  local out = vim.system(args, { text = true }):wait(180000)
+  local env = nil
+  if settings.endpoint and settings.endpoint ~= "" then -- a remote server: measured through it
+    vim.list_extend(args, { "--endpoint", settings.endpoint, "--api", settings.api or "fim" })
+    if settings.api_key_env then
+      env = { CELERIS_API_KEY_ENV = settings.api_key_env }
+    end
+  end
+  local out = vim.system(args, { text = true, env = env }):wait(180000)
   local ok, result = pcall(vim.json.decode, out.stdout or "")
   if not ok or type(result) ~= "table" then
     health.error("the model did not load: " .. vim.trim(out.stderr or ""))
