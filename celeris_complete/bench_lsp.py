@@ -12,6 +12,11 @@ With ``invoked_every`` N, every Nth keystroke is also followed (once its automat
 answered) by an invoked request at the same place, as when the user stops and asks for
 completions: the server answers it with ``alternatives`` completions, and its latency and the
 number of distinct items it returned are reported apart.
+
+With ``think_s``, the typist stops for that long after each line (a user reading or thinking): a
+background adaptation (setting ``adapt``) resumes in such pauses, so the keystroke after each one
+meets it running; the server's adaptation status at the end says whether it ran and how often it
+was paused.
 """
 
 from __future__ import annotations
@@ -128,7 +133,12 @@ def invoked_summary(latencies: list[float], items: list[int], wanted: int) -> di
 
 
 async def _run(
-    model: str | None, seconds: float, keys_per_second: float, init_options: dict, invoked_every: int = 0
+    model: str | None,
+    seconds: float,
+    keys_per_second: float,
+    init_options: dict,
+    invoked_every: int = 0,
+    think_s: float = 0.0,
 ) -> dict:
     with_snippets = []
 
@@ -186,7 +196,8 @@ async def _run(
                 invoked_items.append(len(set(items)))
             if keystrokes == 100:  # caches and allocator pools have warmed up
                 rss_warm = rss_mb(pid)
-            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - tick)))
+            pause = think_s if ch == "\n" else 0.0
+            await asyncio.sleep(max(0.0, interval + pause - (time.perf_counter() - tick)))
         client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
     status = await client.protocol.send_request_async("celeris/status", {})
     rss_end = rss_mb(pid)
@@ -199,6 +210,7 @@ async def _run(
     return {
         "keystrokes": keystrokes,
         "keys_per_second": keys_per_second,
+        "think_s": think_s,
         "latency_ms": {q: round(percentile(latencies, p), 2) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))},
         "answered_before_next_key": round(answered_in_time / max(1, keystrokes), 4),
         "completions_shown": round(shown / max(1, keystrokes), 4),
@@ -218,6 +230,7 @@ async def _run(
         },
         "rss_growth_after_warmup": round(rss_end / rss_warm - 1, 4) if rss_warm and rss_end else None,
         **({"invoked": invoked} if invoked else {}),
+        "adaptation": plain(getattr(status, "adaptation", None)),
     }
 
 
@@ -227,6 +240,8 @@ def run(
     keys_per_second: float = 20,
     init_options: dict | None = None,
     invoked_every: int = 0,
+    think_s: float = 0.0,
 ) -> dict:
-    """``invoked_every``: also an invoked request (alternatives) after every Nth keystroke (0: none)."""
-    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}, invoked_every))
+    """``invoked_every``: also an invoked request (alternatives) after every Nth keystroke (0: none);
+    ``think_s``: a pause after each typed line."""
+    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s))

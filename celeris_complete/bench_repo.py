@@ -135,15 +135,17 @@ def cursor_columns(line: str) -> tuple[int | None, list[int]]:
     return start, mids
 
 
-def choose_sites(files: Mapping[str, str], count: int, max_files: int, seed: int | str = 0) -> list[Site]:
-    """``count`` sites over at most ``max_files`` files (and at most half of the package's files),
+def choose_sites(
+    files: Mapping[str, str], count: int, max_files: int, seed: int | str = 0, max_share: float = 0.5
+) -> list[Site]:
+    """``count`` sites over at most ``max_files`` files (and at most ``max_share`` of the files given),
     half after the indentation and half mid-line, chosen by ``seed``; sorted by file and line."""
     rng = random.Random(f"bench-repo:{seed}")
     columns = {name: [cursor_columns(line) for line in text.split("\n")] for name, text in files.items()}
     # A line with room for a mid-line site has room for one after its indentation too.
     room = {name: sum(bool(mids) for _, mids in cols) for name, cols in columns.items()}
     usable = sorted(name for name, n in room.items() if n >= MIN_FILE_LINES)
-    n_files = min(max_files, len(usable), max(1, len(files) // 2))
+    n_files = min(max_files, len(usable), max(1, int(len(files) * max_share)))
     if count <= 0 or n_files <= 0:
         return []
     chosen = sorted(rng.sample(usable, n_files))

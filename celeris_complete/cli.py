@@ -415,6 +415,24 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print number
 app.add_typer(bench_app, name="bench")
 
 
+def server_options(options: dict, setting: Optional[list[str]]) -> dict:
+    """A benchmark's server settings: ``options`` (None: the default) and ``--set KEY=VALUE`` items, checked
+    here (the server would only warn about a bad value and go on)."""
+    from .config import coerce
+
+    options = {k: v for k, v in options.items() if v is not None}
+    for item in setting or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            fail(f"--set {item}: give KEY=VALUE")
+        options[key.strip()] = value.strip()
+    try:
+        return {key: coerce(key, value, "command line") for key, value in options.items()}
+    except CelerisError as exc:
+        fail(str(exc))
+        raise
+
+
 @bench_app.command("quality")
 def bench_quality(
     task_set: Annotated[str, typer.Option("--set", help="single or multi (HumanEval-Infilling).")] = "single",
@@ -501,6 +519,10 @@ def bench_lsp(
         typer.Option(help="Also an invoked request (several alternatives) after every Nth keystroke (0: none)."),
     ] = 0,
     alternatives: Annotated[Optional[int], typer.Option(help="Completions an invoked request asks for.")] = None,
+    think_s: Annotated[float, typer.Option(help="Seconds the typist stops after each line.")] = 0.0,
+    setting: Annotated[
+        Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
+    ] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
 ) -> None:
     """Type real files into the real language server over stdio; client-observed latency and memory
@@ -509,12 +531,11 @@ def bench_lsp(
 
     from .bench_lsp import run
 
-    if invoked_every < 0:
-        fail("--invoked-every must be 0 or more")
-    options = dict(quant=quant, backend=backend, alternatives=alternatives)
-    options = {k: v for k, v in options.items() if v is not None}
+    if invoked_every < 0 or think_s < 0:
+        fail("--invoked-every and --think-s must be 0 or more")
+    options = server_options(dict(quant=quant, backend=backend, alternatives=alternatives), setting)
     try:
-        result = run(model, seconds, keys_per_second, options, invoked_every)
+        result = run(model, seconds, keys_per_second, options, invoked_every, think_s)
     except RuntimeError as exc:
         fail(str(exc))
     if output:
@@ -545,7 +566,6 @@ def bench_repo(
     import json
 
     from .bench_repo import PACKAGES, run, table, without_sites
-    from .config import coerce
 
     pinned = dict(PACKAGES)
     chosen = [p.strip() for p in packages.split(",") if p.strip()] if packages else list(pinned)
@@ -555,15 +575,8 @@ def bench_repo(
     if sites < 1 or files < 1:
         fail("--sites and --files must be at least 1")
     options = dict(model=model, steps=steps, quant=quant, backend=backend, budget_ms=budget_ms)
-    options = {k: v for k, v in options.items() if v is not None}
-    for item in setting or ():
-        key, sep, value = item.partition("=")
-        if not sep:
-            fail(f"--set {item}: give KEY=VALUE")
-        options[key.strip()] = value.strip()
+    options = server_options(options, setting)
     try:
-        # The server would only warn about a bad value and go on.
-        options = {key: coerce(key, value, "command line") for key, value in options.items()}
         result = run(
             [(p, pinned[p]) for p in chosen], sites, files, seed, options, progress=lambda m: typer.echo(m, err=True)
         )
@@ -571,6 +584,61 @@ def bench_repo(
         fail(str(exc))
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(result))
+    typer.echo(json.dumps(without_sites(result), indent=2))
+
+
+@bench_app.command("adapt")
+def bench_adapt(
+    minutes: Annotated[float, typer.Option(help="Adaptation time per package.")] = 10.0,
+    model: Annotated[Optional[str], typer.Option(help="The base model directory.")] = None,
+    sites: Annotated[int, typer.Option(help="Sites per package, in its held-out files.")] = 100,
+    files: Annotated[int, typer.Option(help="Held-out files with sites, at most, per package.")] = 4,
+    packages: Annotated[
+        Optional[str], typer.Option(help="Comma-separated subset of bench repo's packages (default: all).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Chooses the split, the files and the sites.")] = 0,
+    drafts_off: Annotated[
+        bool, typer.Option("--drafts-off/--no-drafts-off", help="Also measure both models with drafts off.")
+    ] = True,
+    keep_adapted: Annotated[
+        bool, typer.Option("--keep-adapted", help="Reuse a finished adaptation of the same split instead of training.")
+    ] = False,
+    budget_ms: Annotated[Optional[float], typer.Option(help="The server's decoding deadline (default 100).")] = None,
+    setting: Annotated[
+        Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
+    ] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
+) -> None:
+    """The lift of adapting the model to a repository: for each bench repo package, adapt a copy of the
+    model on 80% of its files for --minutes (celeris-complete adapt), then complete lines in the other 20%
+    with the base and the adapted model through the real language server: exact match, edit similarity."""
+    from .bench_adapt import run, table, without_sites
+    from .bench_repo import PACKAGES
+
+    pinned = dict(PACKAGES)
+    chosen = [p.strip() for p in packages.split(",") if p.strip()] if packages else list(pinned)
+    unknown = [p for p in chosen if p not in pinned]
+    if unknown:
+        fail(f"unknown package(s) {', '.join(unknown)}: choose from {', '.join(pinned)}")
+    if sites < 1 or files < 1 or minutes <= 0:
+        fail("--sites and --files must be at least 1, --minutes above 0")
+    options = server_options(dict(budget_ms=budget_ms), setting)
+    for key in ("model", "drafts"):
+        if key in options:
+            fail(f"--set {key}: bench adapt sets it itself (--model, --drafts-off)")
+
+    def save(result: dict) -> None:  # after each package: an interrupted run keeps what it measured
+        if output:
+            output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+    try:
+        result = run(
+            [(p, pinned[p]) for p in chosen], minutes, model, sites, files, seed, options, drafts_off, keep_adapted,
+            progress=lambda m: typer.echo(m, err=True), partial=save,
+        )  # fmt: skip
+    except (CelerisError, RuntimeError) as exc:
+        fail(str(exc))
     typer.echo(table(result))
     typer.echo(json.dumps(without_sites(result), indent=2))
 

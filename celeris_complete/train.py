@@ -67,6 +67,7 @@ class TrainArgs:
     warmup_steps: int = 200
     eos_weight: float = 0.1
     eval_every: int = 250
+    eval_decode: bool = True  # validation also decodes (exact match): minutes on a CPU; off, accuracy only
     checkpoint_minutes: float = 5.0
     # One stretch of a longer run: stop (checkpoint written) after this much; the same command resumes.
     stretch_minutes: float | None = None
@@ -402,7 +403,7 @@ def _train(
                 f"lr {lr:.2e} {tps:,.0f} tok/s ETA {eta / 60:.1f} min"
             )
         if state["step"] % args.eval_every == 0 and procs.main:
-            figures = evaluate(model, val_sampler, tok, device, amp)
+            figures = evaluate(model, val_sampler, tok, device, amp, decode=args.eval_decode)
             state["history"].append({"step": state["step"], "tokens": state["tokens"], "loss": ema[0], **figures})
             progress.show(f"eval step {state['step']}: " + json.dumps(figures), final=True)
         if procs.main and time.time() - last_ckpt > args.checkpoint_minutes * 60:
@@ -412,7 +413,7 @@ def _train(
         procs.barrier()  # rank 0 writes the checkpoint and the model directory
         return out
     save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
-    figures = evaluate(model, val_sampler, tok, device, amp, batches=16)
+    figures = evaluate(model, val_sampler, tok, device, amp, batches=16, decode=args.eval_decode)
     progress.show("final validation: " + json.dumps(figures), final=True)
     meta = {
         "training": {
