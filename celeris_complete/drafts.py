@@ -4,7 +4,9 @@ Much of what is typed already exists nearby: the same call with other arguments,
 follows the same line elsewhere.  A draft is the most common continuation, in the open document and
 in the workspace, of lines that start as the cursor's line does (its text before the cursor, the
 indentation aside); at a line's start, of the line that follows a line equal to the previous one.
-The engine puts the draft into the canvas and keeps the part the model accepts (``diffusion.py``).
+Cheaper drafts go first: an answer the language server showed on the line (its typing cache) and
+the engine's previous answer at this place (``PreviousCompletions``).  The engine puts the draft
+into the canvas and keeps the part the model accepts (``verify.py``, ``diffusion.py``).
 
 ``LineTable`` indexes workspace files' lines by their first characters, updated file by file from
 the indexing thread; the open document is scanned per request with one regular expression over the
