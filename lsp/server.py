@@ -393,7 +393,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 release_free_memory()
             if documents or ls.snippets.indexers:
                 ls.snippets.sync_open(documents, key)
-                chosen.extend(ls.snippets.choose(key, prefix))
+                if ls.settings.snippet_tokens > 0:
+                    chosen.extend(ls.snippets.choose(key, prefix))
             return engine.complete(
                 prefix,
                 suffix,

@@ -81,7 +81,9 @@ def test_snippets_off_when_the_budget_is_zero(tmp_path, shipped_model_dir):
     make_workspace(tmp_path)
 
     async def scenario():
-        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"mode": "line", "snippet_tokens": 0})
+        # (with drafts on, the workspace is still indexed for their line table)
+        options = {"mode": "line", "snippet_tokens": 0, "drafts": False}
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options=options)
         await s.start()
         s.open("file:///elsewhere/helpers.py", HELPERS)
         s.open("file:///elsewhere/main.py", MAIN)
