@@ -99,7 +99,28 @@ OPTIONS: dict[str, Option] = {
         bool, True, "Offer the model the line's most common continuation in the document and workspace to verify."
     ),
     "draft_threshold": Option(
-        float, 0.0, "Keep a drafted token when the model gives it at least this probability.", minimum=0.0, maximum=1.0
+        float,
+        0.0,
+        "Keep a drafted token when it is the model's top token, or when the model gives it at least this probability "
+        "(and no veto applies).",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    "draft_veto": Option(
+        float,
+        1.0,
+        "Refuse a drafted token when the model's top token there is another one with at least this probability.",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    "draft_candidates": Option(
+        int, 1, "Drafts the model judges per completion (the best is kept).", minimum=1, maximum=8
+    ),
+    "draft_batch": Option(
+        bool,
+        False,
+        "Judge each draft with its own tokens in the canvas (all drafts in one batched model call) rather than by "
+        "the first step's prediction alone.",
     ),
     "adapt": Option(
         bool,

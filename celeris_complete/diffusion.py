@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .model import KV, InfillModel
+from .verify import DraftRule, choose, conditioned_canvases, conditioned_probs
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,14 @@ def diffuse(
     should_cancel=None,
     first_allowed: torch.Tensor | None = None,
     step_times: list[float] | None = None,
-    draft: torch.Tensor | None = None,
+    draft: torch.Tensor | list[torch.Tensor] | None = None,
     draft_threshold: float = 0.0,
     draft_kept: list[int] | None = None,
     first_probs: list[torch.Tensor] | None = None,
     on_step=None,
+    draft_veto: float = 1.01,
+    draft_conditioned: bool = False,
+    draft_chosen: list[int] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
@@ -104,12 +108,14 @@ def diffuse(
     batch, device = batch_and_device(context_kv)
     steps = refine(
         batch, device, canvas, ids, settings, should_stop, should_cancel, first_allowed, step_times, draft,
-        draft_threshold, draft_kept, first_probs, on_step,
+        draft_threshold, draft_kept, first_probs, on_step, draft_veto,
+        draft_conditioned and getattr(model, "batched", True), draft_chosen,
     )  # fmt: skip
     try:
         x = next(steps)
-        while True:
-            x = steps.send(model.span_step(x, context_kv))
+        while True:  # more rows than canvases: drafts judged in the canvas, on the same context expanded
+            state = context_kv if x.shape[0] == batch else expand_kv(context_kv, x.shape[0])
+            x = steps.send(model.span_step(x, state))
     except StopIteration as done:
         return done.value
 
@@ -129,6 +135,9 @@ def refine(
     draft_kept: list[int] | None = None,
     first_probs: list[torch.Tensor] | None = None,
     on_step=None,
+    draft_veto: float = 1.01,
+    draft_conditioned: bool = False,
+    draft_chosen: list[int] | None = None,
 ) -> Generator[torch.Tensor, torch.Tensor, tuple[torch.Tensor, int]]:
     """The refinement steps of ``batch`` canvases as a generator: it yields the canvas ids (B, C) whose
     slot logits (B, C, vocabulary) it needs next and is sent them; it returns (canvas ids, steps run).
@@ -141,11 +150,16 @@ def refine(
     ``first_allowed`` (a boolean mask over the vocabulary) limits what slot 0 may hold.
     ``step_times`` collects the seconds each step took.
 
-    ``draft`` (token ids, end-of-span included; one canvas in the batch) is verified as the steps go:
-    at each step the longest run of draft slots, from slot 0, whose draft token the model gives at
-    least ``draft_threshold`` probability (or that already hold it) is committed as drafted; past the
-    first slot it refuses, the draft is dropped and decoding goes on as usual.  A draft the model takes
-    whole finishes in one step.  ``draft_kept`` receives the number of draft tokens kept.
+    ``draft`` (token ids, end-of-span included, or a list of such candidates; one canvas in the batch)
+    is verified in the first step (``verify.py``: a token is accepted when it is the model's top token,
+    or has at least ``draft_threshold`` probability and the model's top token is not another one with
+    at least ``draft_veto``): the best candidate's longest accepted run from slot 0 is committed as
+    drafted, and the slots after it are re-masked and decoded as usual in the steps left (a draft the
+    model takes whole finishes in one step; a draft refused at slot 0 leaves the canvas to the model).
+    ``draft_conditioned`` judges each candidate with its own tokens in the canvas, all of them in one
+    batched pass with the all-masked canvas (for a model that decodes batches); otherwise by the
+    all-masked canvas's prediction.  ``draft_kept`` receives the number of draft tokens kept,
+    ``draft_chosen`` the index of the candidate they came from.
 
     ``first_probs`` shares the first step's prediction between decodes of the same context, canvas
     length and ``eos_penalty`` (every canvas starts all masked, so it is the same for all of them):
@@ -163,10 +177,13 @@ def refine(
     steps = max(1, settings.steps)
     banned = torch.tensor(ids.banned, dtype=torch.long, device=device)
     ran = kept = 0
+    drafts = None
     if draft is not None:
         assert batch == 1 and not first_probs, "a draft is for one canvas"
-        draft = draft[:canvas].to(device)
-        n_draft = draft.numel()
+        drafts = [d[:canvas].to(device) for d in (draft if isinstance(draft, (list, tuple)) else [draft])]
+        drafts = [d for d in drafts if d.numel()] or None
+        rule = DraftRule(draft_threshold, draft_veto)
+    chosen = 0
     for step in range(steps):
         if should_cancel is not None and should_cancel():
             raise Cancelled
@@ -178,34 +195,43 @@ def refine(
                 probs[:, 0] *= first_allowed
                 probs[:, 0] /= probs[:, 0].sum(dim=-1, keepdim=True).clamp(min=1e-30)
         else:
-            logits = (yield x).float()
+            checked = drafts is not None and draft_conditioned
+            if checked:  # the all-masked canvas and every draft's two, in one batch
+                logits = (yield torch.cat([x, conditioned_canvases(drafts, canvas, ids.mask, ids.eos)])).float()
+            else:
+                logits = (yield x).float()
             ran += 1
             logits.index_fill_(-1, banned, float("-inf"))
             if first_allowed is not None:
                 logits[:, 0].masked_fill_(~first_allowed, float("-inf"))
             logits[..., ids.eos] -= settings.eos_penalty
             probs = torch.softmax(logits, dim=-1)
+            if checked:
+                per_draft = conditioned_probs(probs[1:], drafts)
+                probs = probs[:1]
+            elif drafts is not None:
+                per_draft = [probs[0, : d.numel()] for d in drafts]
             if step == 0 and first_probs is not None:
                 first_probs.append(probs[:1])
         if settings.temperature > 0:
             pred, conf = draw(probs, batch, settings, generator)
         else:
             conf, pred = probs.max(dim=-1)
-        if draft is not None:
-            row, slots = x[0, :n_draft], probs[0, :n_draft]
-            p = slots.gather(-1, draft[:, None])[:, 0]  # 0 for banned tokens and those first_allowed rules out
-            agrees = (row == draft) | ((row == ids.mask) & (p >= draft_threshold) & (p > 0))
-            run = int(agrees.long().cumprod(0).sum())
-            if run > kept:
-                x[0, :run] = draft[:run]
-                kept = run
-            if run < n_draft:
-                draft = None  # refused from slot ``run`` on: the model decides the rest
+        drafted = False
+        if drafts is not None:
+            verdict = choose(per_draft, drafts, rule)
+            chosen, kept = verdict.index, verdict.run
+            if kept:
+                x[0, :kept] = drafts[chosen][:kept]
+                drafted = True
+            drafts = None  # judged once: the model decides the rest
         masked = x == ids.mask
         remaining = steps - step
         last = remaining == 1 or (should_stop is not None and should_stop())
         if last:
             commit = masked
+        elif drafted:  # this step's prediction did not see the kept draft: the next steps fill the rest
+            commit = torch.zeros_like(masked)
         else:
             n_masked = masked.sum(dim=1, keepdim=True)
             quota = torch.ceil(n_masked.float() / remaining).long().clamp(min=1)
@@ -225,6 +251,8 @@ def refine(
             break
     if draft_kept is not None:
         draft_kept.append(kept)
+    if draft_chosen is not None:
+        draft_chosen.append(chosen)
     return x, ran
 
 

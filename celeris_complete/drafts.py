@@ -4,7 +4,9 @@ Much of what is typed already exists nearby: the same call with other arguments,
 follows the same line elsewhere.  A draft is the most common continuation, in the open document and
 in the workspace, of lines that start as the cursor's line does (its text before the cursor, the
 indentation aside); at a line's start, of the line that follows a line equal to the previous one.
-The engine puts the draft into the canvas and keeps the part the model accepts (``diffusion.py``).
+Cheaper drafts go first: an answer the language server showed on the line (its typing cache) and
+the engine's previous answer at this place (``PreviousCompletions``).  The engine puts the draft
+into the canvas and keeps the part the model accepts (``verify.py``, ``diffusion.py``).
 
 ``LineTable`` indexes workspace files' lines by their first characters, updated file by file from
 the indexing thread; the open document is scanned per request with one regular expression over the
@@ -17,6 +19,7 @@ import re
 import threading
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,12 +31,15 @@ MAX_SCAN = 4000  # candidate lines looked at per request, at most
 MAX_TABLE_LINES = 2_000_000  # lines held for the workspace: new files wait
 FOLLOWING_PER_FILE = 64  # lines after the same line taken from one file, at most
 DOCUMENT_WEIGHT = 2  # a line in the document counts as much as this many lines elsewhere
+PREVIOUS_PER_DOCUMENT = 4  # earlier answers remembered per document
+PREVIOUS_DOCUMENTS = 32  # documents remembered
+PLACE_CHARS = 256  # text before the cursor's line that must match for an earlier answer to be a draft there
 
 
 @dataclass(frozen=True)
 class Draft:
     text: str  # the rest of the line after the cursor
-    source: str  # "document" or "workspace"
+    source: str  # "typing-cache", "previous", "document" or "workspace"
     count: int  # its votes (document lines count DOCUMENT_WEIGHT)
 
 
@@ -196,15 +202,42 @@ def find_draft(
     """The most common continuation of the cursor's line in the document (``prefix``, ``suffix``, the
     cursor's own line left out; each line counts ``DOCUMENT_WEIGHT`` times) and the workspace; None
     when no line starts alike."""
+    found = find_drafts(prefix, suffix, table, exclude, 1)
+    return found[0] if found else None
+
+
+def find_drafts(
+    prefix: str,
+    suffix: str,
+    table: LineTable | None = None,
+    exclude: str | None = None,
+    limit: int = 1,
+    first: Sequence[Draft] = (),
+) -> list[Draft]:
+    """Up to ``limit`` drafts, distinct: ``first`` (cheaper sources: the typing cache, the previous
+    completion), then the most common continuations as ``find_draft`` counts them."""
+    out: list[Draft] = []
+    for d in first:
+        if d.text and all(d.text != o.text for o in out):
+            out.append(d)
+    if len(out) >= limit:
+        return out[:limit]
+    for d in _voted(prefix, suffix, table, exclude, limit):
+        if all(d.text != o.text for o in out):
+            out.append(d)
+    return out[:limit]
+
+
+def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | None, limit: int) -> list[Draft]:
     line_start = prefix.rfind("\n") + 1
     typed = prefix[line_start:].lstrip()
     before = prefix[: max(0, line_start - 1)]  # the document above the cursor's line
     below = suffix[suffix.find("\n") + 1 :] if "\n" in suffix else ""  # below it
     if len(typed) > MAX_LINE:
-        return None
+        return []
     if typed:
         if len(typed.strip()) < MIN_KEY:
-            return None
+            return []
         finders = (
             ("document", lambda c: (_document_lines(before, typed, c), _document_lines(below, typed, c))),
             ("workspace", lambda c: table.continuations(typed, exclude, c) if len(typed) >= BUCKET else None),
@@ -212,7 +245,7 @@ def find_draft(
     else:
         previous = before[before.rfind("\n") + 1 :].strip() if before else ""
         if not previous or len(previous) > MAX_LINE:
-            return None
+            return []
         finders = (
             ("document", lambda c: (_document_following(before, previous, c), _document_following(below, previous, c))),
             ("workspace", lambda c: table.following(previous, exclude, c)),
@@ -228,7 +261,69 @@ def find_draft(
         for text, n in counts.items():
             votes[text] += n * (DOCUMENT_WEIGHT if source == "document" else 1)
             origin.setdefault(text, source)
-    if not votes:
-        return None
-    text, count = votes.most_common(1)[0]
-    return Draft(text, origin[text], count)
+    return [Draft(text, origin[text], count) for text, count in votes.most_common(limit)]
+
+
+def line_continuation(earlier_prefix: str, text: str, prefix: str) -> str | None:
+    """What an earlier answer (``text`` at ``earlier_prefix``) says the rest of the cursor's line is,
+    when its line starts as the cursor's does (the same line typed further, or typed back); else None."""
+    line = earlier_prefix[earlier_prefix.rfind("\n") + 1 :] + text.split("\n", 1)[0]
+    head = prefix[prefix.rfind("\n") + 1 :]
+    if len(line) > len(head) and line.startswith(head) and head.strip():
+        return line[len(head) :].rstrip()
+    return None
+
+
+class PreviousCompletions:
+    """The engine's last answers per document, as drafts at the same place: the same text before the
+    cursor's line (its last ``PLACE_CHARS``), the line typed further or back (``line_continuation``)."""
+
+    def __init__(self, per_document: int = PREVIOUS_PER_DOCUMENT, documents: int = PREVIOUS_DOCUMENTS) -> None:
+        self.per_document, self.documents = per_document, documents
+        self._answers: dict[str | None, list[tuple[str, str, str]]] = {}  # key -> (place, line, text), newest first
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _place(prefix: str) -> tuple[str, str]:
+        start = prefix.rfind("\n") + 1
+        return prefix[max(0, start - PLACE_CHARS) : start], prefix[start:]
+
+    def record(self, key: str | None, prefix: str, text: str) -> None:
+        if not text.strip():
+            return
+        place, line = self._place(prefix)
+        if len(line) > MAX_LINE:
+            return
+        answer = (place, line, text.split("\n", 1)[0][:MAX_LINE])
+        with self._lock:
+            answers = self._answers.pop(key, [])
+            self._answers[key] = answers  # the most recently used document last
+            answers.insert(0, answer)
+            del answers[self.per_document :]
+            while len(self._answers) > self.documents:
+                del self._answers[next(iter(self._answers))]
+
+    def drafts(self, key: str | None, prefix: str) -> list[Draft]:
+        """Earlier answers on this line; never one given at this very cursor (it would be the answer)."""
+        place, line = self._place(prefix)
+        with self._lock:
+            answers = list(self._answers.get(key, ()))
+        out = []
+        for earlier_place, earlier_line, text in answers:
+            if earlier_place == place and earlier_line != line:
+                rest = line_continuation(earlier_line, text, line)
+                if rest:
+                    out.append(Draft(rest, "previous", 1))
+        return out
+
+
+def draft_tokens(encode, before: str, text: str) -> list[int]:
+    """``text``'s tokens as they follow ``before`` (the cursor line's text ahead of the span) in the
+    document.  Encoded alone, a leading blank is split off as indentation (" a" -> " ", "a"), which is
+    not how the model saw such a line; so the line is encoded with it, and its own tokens dropped when
+    they are unchanged (else the token at the boundary merged across it, and ``text`` goes alone)."""
+    if before:
+        head, ids = encode(before), encode(before + text)
+        if ids[: len(head)] == head:
+            return ids[len(head) :]
+    return encode(text)

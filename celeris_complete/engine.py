@@ -28,7 +28,7 @@ from .backend_ours import DECODE_KEYS, has_int8_kernels
 from .config import Settings
 from .context import Context
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
-from .drafts import LineTable, find_draft
+from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
@@ -73,6 +73,7 @@ class Engine:
         self.backend = b.name
         self.cache = b.cache
         self.lock = b.lock
+        self.previous = PreviousCompletions()  # earlier answers, drafts for the same line
         self.tok = getattr(b, "tok", None)
         self.ids = getattr(b, "ids", None)
         self._starts_line = getattr(b, "starts_line", None)
@@ -142,6 +143,7 @@ class Engine:
         source: str | None = None,
         alternatives: int = 1,
         on_step=None,
+        drafts: Sequence[Draft] = (),
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -151,7 +153,8 @@ class Engine:
         ``file_start``/``file_end`` say whether ``prefix``/``suffix`` reach the file's start/end
         (callers may pass a slice of a huge document around the cursor).  ``snippets``: text
         from other files that may help, most relevant first.  ``lines``: the workspace's lines, for
-        drafts (``source`` is the document's key there, left out of its own drafts).
+        drafts (``source`` is the document's key there, left out of its own drafts); ``drafts``: cheaper
+        drafts found by the caller (the language server's typing cache), tried first.
         ``alternatives`` > 1: also that many completions less one, sampled (``Completion.alternatives``);
         the answer itself is the same as without them.
         ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
@@ -181,14 +184,20 @@ class Engine:
             # At a blank line an answer that first ends the line would be empty after post-processing.
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
         t_draft0 = time.perf_counter()
-        draft, draft_ids = None, None
-        if s.drafts and mode == "line" and settings.temperature == 0 and can.drafts:
-            draft = find_draft(prefix, suffix, lines, source)
-            if draft is not None:
-                ids = self.tok.encode(ctx.heal + draft.text) + [self.ids.eos]
-                draft_ids = torch.tensor(ids[:canvas], dtype=torch.long)
+        offers, draft_ids = [], None
+        if s.drafts and settings.temperature == 0 and can.drafts:
+            cheap = (*drafts, *self.previous.drafts(source, prefix))
+            offers = find_drafts(prefix, suffix, lines, source, s.draft_candidates, cheap)
+            line = "" if "\n" in ctx.heal else prefix[prefix.rfind("\n") + 1 : len(prefix) - len(ctx.heal)][-MAX_LINE:]
+            # A line ends the span; a block's first line is drafted and the model writes the rest.
+            end, tail = ([self.ids.eos], "") if mode == "line" else ([], "\n")
+            draft_ids = [
+                torch.tensor((draft_tokens(self.tok.encode, line, ctx.heal + d.text + tail) + end)[:canvas])
+                for d in offers
+            ] or None
         t_draft = time.perf_counter()
         kept: list[int] = []
+        chosen: list[int] = []
         first = [] if alternatives > 1 and can.alternatives else None  # the first step's prediction, for them
         report = None
         if on_step is not None and can.on_step:
@@ -221,6 +230,9 @@ class Engine:
                 kept,
                 first_probs=first,
                 on_step=report,
+                draft_veto=s.draft_veto,
+                draft_conditioned=s.draft_batch,
+                draft_chosen=chosen,
             )
             t3 = time.perf_counter()
             if first is not None:
@@ -252,13 +264,17 @@ class Engine:
         if first is not None:
             timings["alternatives"] = (t_alt - t3) * 1e3  # their decode; their post-processing is in postprocess
         offered = None
-        if draft is not None:
+        if offers:
+            pick = chosen[0] if chosen else 0
             offered = {
-                "source": draft.source,
-                "votes": draft.count,
-                "tokens": int(draft_ids.numel()),
+                "source": offers[pick].source,
+                "votes": offers[pick].count,
+                "tokens": int(draft_ids[pick].numel()),
                 "kept": kept[0] if kept else 0,
+                "candidates": len(offers),
             }
+        if can.drafts:
+            self.previous.record(source, prefix, text)
         return Completion(
             text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens,
             offered, others,

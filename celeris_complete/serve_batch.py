@@ -60,7 +60,7 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
 
     from .context import build_context
     from .diffusion import DecodeSettings
-    from .drafts import find_draft
+    from .drafts import MAX_LINE, draft_tokens, find_drafts
     from .postprocess import choose_mode
 
     s = engine.settings
@@ -89,10 +89,13 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
     )
     t1 = time.perf_counter()
     draft, draft_ids = None, None
-    if s.drafts and mode == "line" and temperature == 0:
-        draft = find_draft(prefix, suffix, None, None)
-        if draft is not None:
-            ids = engine.tok.encode(ctx.heal + draft.text) + [engine.ids.eos]
+    if s.drafts and temperature == 0:  # as Engine.complete, with one candidate and no earlier answers
+        found = find_drafts(prefix, suffix, None, None, 1)
+        if found:
+            draft = found[0]
+            line = "" if "\n" in ctx.heal else prefix[prefix.rfind("\n") + 1 : len(prefix) - len(ctx.heal)][-MAX_LINE:]
+            end, tail = ([engine.ids.eos], "") if mode == "line" else ([], "\n")
+            ids = draft_tokens(engine.tok.encode, line, ctx.heal + draft.text + tail) + end
             draft_ids = torch.tensor(ids[:canvas], dtype=torch.long)
     t2 = time.perf_counter()
     return Plan(mode, canvas, ctx, first_allowed, settings, draft_ids, draft, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
@@ -262,6 +265,7 @@ class BatchScheduler(Scheduler):
             steps = refine(
                 1, engine.device, p.canvas, engine.ids, settings, should_stop, job.cancel.is_set, p.first_allowed,
                 step_times, p.draft_ids, engine.settings.draft_threshold, kept, None, on_step,
+                engine.settings.draft_veto,
             )  # fmt: skip
             row = Row(running, i, steps, None, step_times, kept)  # type: ignore[arg-type]
             try:

@@ -51,7 +51,7 @@ WINDOW_CHARS = 64 * 1024  # text handed to the engine on each side of the cursor
 ENGINE_KEYS = (
     "model", "backend", "device", "quant", "trace", "threads", "trust_remote_code", "endpoint", "api_key_env", "api",
 )  # fmt: skip
-SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens")
+SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens", "drafts")
 
 
 class CelerisServer(LanguageServer):
@@ -237,8 +237,8 @@ class CelerisServer(LanguageServer):
 
     def watch_workspace(self, folders: list[str]) -> None:
         self.folders = list(dict.fromkeys([*(self.folders or []), *folders]))
-        if not (self.settings.workspace_index and self.settings.snippet_tokens > 0):
-            return
+        if not (self.settings.workspace_index and (self.settings.snippet_tokens > 0 or self.settings.drafts)):
+            return  # the index serves snippets and the drafts' line table
         paths = [Path(p) for p in (to_fs_path(f) for f in folders) if p]
         self.snippets.watch(paths, (*self.settings.secret_globs, *self.settings.ignore_globs))
 
@@ -406,7 +406,9 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             return [lead + cached], replace
         engine = ls.engine
         key = ls.key(uri)[0]
-        documents = ls.open_documents() if ls.settings.snippet_tokens > 0 else {}
+        # Other open documents feed the snippets and the drafts' line table.
+        documents = ls.open_documents() if ls.settings.snippet_tokens > 0 or ls.settings.drafts else {}
+        cheap_drafts = ls.typing.drafts(uri, prefix) if ls.settings.drafts else []
         chosen = []
 
         def call(should_cancel):
@@ -415,7 +417,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 release_free_memory()
             if documents or ls.snippets.indexers:
                 ls.snippets.sync_open(documents, key)
-                chosen.extend(ls.snippets.choose(key, prefix))
+                if ls.settings.snippet_tokens > 0:
+                    chosen.extend(ls.snippets.choose(key, prefix))
             return engine.complete(
                 prefix,
                 suffix,
@@ -427,6 +430,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 lines=ls.snippets.index.lines,
                 source=key,
                 alternatives=alternatives,  # decoded together, inside the one budget
+                drafts=cheap_drafts,
             )
 
         from celeris_complete.engine import Cancelled

@@ -2,12 +2,15 @@
 
 When the user types the characters the shown completion predicted, the rest
 of it is still the answer; when they delete a few characters, the deleted
-text plus the completion is.
+text plus the completion is.  Where neither holds, a shown answer for the same line is still a
+draft for the model to check (``drafts``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from celeris_complete.drafts import Draft, line_continuation
 
 LOOK_BACK = 8  # deleted characters still served from the cache
 
@@ -48,6 +51,16 @@ class TypingCache:
                 return shown.prefix[len(prefix) :] + shown.text
         self.misses += 1
         return None
+
+    def drafts(self, uri: str, prefix: str) -> list[Draft]:
+        """Shown answers whose line starts as the cursor's does, as drafts for the model to verify
+        (where ``lookup`` missed: the text after the cursor changed, or the line was typed back further)."""
+        out = []
+        for shown in self.entries.get(uri, ()):
+            rest = line_continuation(shown.prefix, shown.text, prefix)
+            if rest:
+                out.append(Draft(rest, "typing-cache", 1))
+        return out
 
     def forget(self, uri: str) -> None:
         self.entries.pop(uri, None)

@@ -134,6 +134,81 @@ def test_a_draft_token_the_rules_forbid_is_refused_even_at_threshold_zero():
     assert kept == [0]
 
 
+def test_a_draft_token_that_is_the_models_top_token_is_kept_whatever_the_threshold():
+    draft = [11, 12, EOS]
+    m = Scripted(draft_probability_table([0.6, 0.6, 0.6, 0.6], draft + [EOS]))
+    kept = []
+    out, ran = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), draft=torch.tensor(draft),
+                       draft_threshold=0.95, draft_kept=kept)  # fmt: skip
+    assert kept == [3] and ran == 1 and span_tokens(out[0], EOS) == [11, 12]
+
+
+def test_a_model_confident_in_another_token_vetoes_the_draft():
+    draft = [11, 12, EOS]
+    m = Scripted(draft_probability_table([0.3, 0.9, 0.9, 0.9], draft + [EOS]))  # slot 0: token 7 has 0.7
+    kept = []
+    out, _ = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), draft=torch.tensor(draft),
+                     draft_threshold=0.2, draft_kept=kept, draft_veto=0.6)  # fmt: skip
+    assert kept == [0] and out[0, 0] == 7  # refused: the model writes its own answer from slot 0
+    kept = []
+    diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), draft=torch.tensor(draft),
+            draft_threshold=0.2, draft_kept=kept, draft_veto=0.8)  # fmt: skip
+    assert kept == [3]  # not confident enough to veto: the draft stands
+
+
+def test_the_slots_after_a_partly_kept_draft_are_decoded_by_later_steps():
+    draft = [11, 12, 13, EOS]
+    m = Scripted(draft_probability_table([0.9, 0.9, 0.01, 0.01, 0.9, 0.9], draft + [EOS, EOS]))
+    kept, canvases = [], []
+    out, ran = diffuse(m, context(m), 6, IDS, DecodeSettings(steps=3, threshold=0.5), draft=torch.tensor(draft),
+                       draft_threshold=0.2, draft_kept=kept, on_step=lambda i, x: canvases.append(x[0].tolist()))
+    assert kept == [2] and ran > 1
+    assert canvases[0] == [11, 12] + [MASK] * 4  # the first step's prediction did not see the kept part
+    assert out[0, 2] == 7 and not (out == MASK).any()
+
+
+def test_of_several_drafts_one_accepted_whole_wins_then_the_likelier():
+    m = Scripted(draft_probability_table([0.3, 0.3, 0.3, 0.3, 0.3], [11, 12, 13, EOS, EOS]))
+    drafts = [torch.tensor([11, 40, 41, 42, EOS]), torch.tensor([11, 12, EOS]), torch.tensor([11, 12, 13, EOS])]
+    kept, chosen = [], []
+    out, ran = diffuse(m, context(m), 5, IDS, DecodeSettings(steps=3), draft=drafts, draft_threshold=0.2,
+                       draft_kept=kept, draft_chosen=chosen)  # fmt: skip
+    # the first is refused at slot 1, the second at its end-of-span (slot 2): the third, longest but whole, wins
+    assert chosen == [2] and kept == [4] and ran == 1 and span_tokens(out[0], EOS) == [11, 12, 13]
+
+
+class Contextual(InfillModel):
+    """Slot 1 says token 12 when slot 0 holds 11, else token 7, confidently; other slots say EOS."""
+
+    def __init__(self):
+        super().__init__(ModelConfig(vocab_size=128, d_model=16, n_layers=1, n_heads=2, max_positions=64))
+        self.batches = []
+
+    def span_step(self, slot_ids, context_kv):
+        self.batches.append(slot_ids.shape[0])
+        t = torch.full((*slot_ids.shape, 128), -30.0)
+        t[:, :, EOS] = 5.0
+        t[:, 0, 11] = 6.0
+        t[:, 1, EOS] = -30.0
+        t[:, 1, 7] = 8.0
+        sees = slot_ids[:, 0] == 11
+        t[sees, 1, 7], t[sees, 1, 12] = -30.0, 8.0
+        return t
+
+
+def test_a_draft_judged_with_its_own_tokens_in_the_canvas_in_one_batched_call():
+    m = Contextual()
+    draft = torch.tensor([11, 12, EOS])
+    kept = []
+    diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), draft=draft, draft_veto=0.9, draft_kept=kept)
+    assert kept == [1]  # the all-masked canvas's slot 1 is sure of 7: vetoed
+    kept, m.batches = [], []
+    out, ran = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=3), draft=[draft, torch.tensor([9, EOS])],
+                       draft_veto=0.9, draft_kept=kept, draft_conditioned=True)  # fmt: skip
+    assert kept == [3] and ran == 1 and m.batches == [5]  # all-masked + two canvases per draft
+    assert span_tokens(out[0], EOS) == [11, 12]
+
+
 def real_model() -> InfillModel:
     torch.manual_seed(0)
     return InfillModel(ModelConfig(vocab_size=128, d_model=32, n_layers=2, n_heads=2, max_positions=64)).eval()

@@ -86,3 +86,53 @@ def test_a_file_gives_at_most_so_many_votes_for_the_line_after_a_line():
     assert (d.text, d.count) == ("import fast", FOLLOWING_PER_FILE)
     d = find_draft("def f():\n    try:\n        ", "\n", table, exclude="a.py")
     assert (d.text, d.count) == ("import slow", 1)
+
+
+def test_several_drafts_cheapest_first_then_by_votes_each_once():
+    from celeris_complete.drafts import Draft, find_drafts
+
+    first = [Draft("path) as f:", "typing-cache", 1), Draft("", "previous", 1)]
+    got = find_drafts(DOC + "\ndef size(path):\n    with open(", "\n", limit=3, first=first)
+    assert [(d.text, d.source) for d in got] == [
+        ("path) as f:", "typing-cache"),  # the document's own vote for it does not repeat it
+        ('path, "w") as f:', "document"),
+        ('path, "a") as f:', "document"),
+    ]
+
+
+def test_an_answer_shown_on_the_line_is_a_draft_after_the_text_after_the_cursor_changed():
+    from lsp.typing_cache import TypingCache
+
+    cache = TypingCache()
+    cache.store("u", "x = 1\n    total = compute(", "\n", "items, rate)")
+    assert cache.lookup("u", "x = 1\n    total = compute(it", ")\n") is None  # the suffix changed
+    (d,) = cache.drafts("u", "x = 1\n    total = compute(it")
+    assert (d.text, d.source) == ("ems, rate)", "typing-cache")
+    assert cache.drafts("u", "x = 1\n    total = compute(x") == []  # typed otherwise
+    assert cache.drafts("other", "x = 1\n    total = compute(it") == []
+
+
+def test_previous_answers_are_drafts_at_the_same_place_only():
+    from celeris_complete.drafts import PreviousCompletions
+
+    prev = PreviousCompletions(per_document=2, documents=2)
+    prev.record("a", "def f():\n    y = g(", "1, 2)")
+    assert [d.text for d in prev.drafts("a", "def f():\n    y = g(1")] == [", 2)"]
+    assert prev.drafts("a", "def f():\n    y = g(") == []  # the very same cursor: that was the answer
+    assert prev.drafts("a", "def h():\n    y = g(1") == []  # another place
+    prev.record("b", "p", "q")
+    prev.record("c", "p", "q")  # two documents remembered: "a" is forgotten
+    assert prev.drafts("a", "def f():\n    y = g(1") == []
+
+
+def test_of_drafts_accepted_whole_the_likelier_wins():
+    import torch
+
+    from celeris_complete.verify import DraftRule, choose
+
+    probs = torch.full((3, 8), 0.01)
+    probs[:, 1], probs[:, 2] = 0.5, 0.3  # every slot: token 1 likeliest, then 2
+    drafts = [torch.tensor([2, 2, 2]), torch.tensor([1, 1, 1]), torch.tensor([5, 5])]
+    verdict = choose([probs[: d.numel()] for d in drafts], drafts, DraftRule(threshold=0.1))
+    assert (verdict.index, verdict.run) == (1, 3)
+    assert choose([probs[:2]], [torch.tensor([5, 5])], DraftRule(threshold=0.1)).run == 0

@@ -3,6 +3,7 @@
 import pytest
 
 from celeris_complete.config import load_settings
+from celeris_complete.drafts import Draft
 from celeris_complete.engine import Engine
 
 PROMPTS = [
@@ -190,3 +191,59 @@ def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):
         assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).tokens == 16
     finally:
         engine.use_settings(base)
+
+
+# ---- drafts verified by the model -------------------------------------------------------------
+
+POINT = "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y"
+TOTALS = "def run(items):\n" + "".join(
+    f"    total = compute_total(items, rate={i}, strict=True)\n" for i in range(3)
+) + "    total = compute_total("
+
+
+def complete(engine, prefix, draft=None, suffix="\n", **settings):
+    base = engine.settings
+    engine.settings = base.with_overrides(settings, "test")
+    try:
+        drafts = [Draft(draft, "typing-cache", 1)] if draft is not None else []
+        return engine.complete(prefix, suffix, mode="line", drafts=drafts)
+    finally:
+        engine.settings = base
+
+
+def test_a_draft_accepted_whole_ends_decoding_in_one_step(engine):
+    own = complete(engine, POINT, drafts=False)
+    assert own.text != " = y" and own.steps > 1  # the model alone writes something else, in more steps
+    got = complete(engine, POINT, " = y")
+    assert got.text == " = y" and got.steps == 1
+    assert got.draft["kept"] == got.draft["tokens"] and got.draft["source"] == "typing-cache"
+
+
+def test_a_draft_is_kept_up_to_the_slot_the_model_is_confident_about_and_the_rest_refined(engine):
+    # Judged with its own tokens in the canvas, the model is sure a comma follows "items" (p ~0.86):
+    # the semicolon is vetoed, "items" kept, and the model writes the rest in the steps left.
+    got = complete(engine, TOTALS, "items; rate=3, strict=True)", draft_batch=True, draft_veto=0.8)
+    assert 0 < got.draft["kept"] < got.draft["tokens"] and got.steps > 1
+    assert got.text.startswith("items") and not got.text.startswith("items;")
+    assert complete(engine, TOTALS, "items; rate=3, strict=True)", draft_batch=True).text.startswith("items;")
+
+
+def test_a_model_confident_that_a_draft_is_wrong_writes_its_own_answer(engine):
+    # After "sel" (token healing) the model is all but certain of " self"; a draft that reads
+    # " selection" is refused at its first slot and the model's own answer stands.
+    prefix = "class A:\n    def f(self):\n        return sel"
+    own = complete(engine, prefix, drafts=False)
+    got = complete(engine, prefix, "ection", draft_veto=0.9)
+    assert got.draft["kept"] == 0 and got.text == own.text == "f"
+    assert complete(engine, prefix, "f", draft_veto=0.9).draft["kept"] == 2  # a draft it agrees with stands
+
+
+def test_the_previous_completion_on_the_same_line_is_a_draft(engine):
+    engine.previous.record("p.py", "x = 1\nresult = session.query(", "User).filter(User.id == uid).one()")
+    got = engine.complete("x = 1\nresult = session.query(User).fil", ")\n", mode="line", source="p.py")
+    assert got.draft is not None and got.draft["source"] == "previous"
+    assert got.text.startswith("ter(User.id == uid).one()")
+    other = engine.complete("x = 1\nresult = session.query(User).fil", ")\n", mode="line", source="q.py")
+    assert other.draft is None  # another document's answers are not this one's
+    elsewhere = engine.complete("x = 2\nresult = session.query(User).fil", ")\n", mode="line", source="p.py")
+    assert elsewhere.draft is None  # nor those given at another place

@@ -81,7 +81,9 @@ def test_snippets_off_when_the_budget_is_zero(tmp_path, shipped_model_dir):
     make_workspace(tmp_path)
 
     async def scenario():
-        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"mode": "line", "snippet_tokens": 0})
+        # (with drafts on, the workspace is still indexed for their line table)
+        options = {"mode": "line", "snippet_tokens": 0, "drafts": False}
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options=options)
         await s.start()
         s.open("file:///elsewhere/helpers.py", HELPERS)
         s.open("file:///elsewhere/main.py", MAIN)
@@ -144,3 +146,38 @@ def test_a_workspace_line_becomes_the_draft_the_server_answers_with(tmp_path, sh
     assert field(draft, "kept") < field(draft, "tokens")
     _, draft = run(ask(drafts=False))
     assert draft is None
+
+
+def test_drafts_never_come_from_secret_or_ignored_files_and_the_typing_cache_gives_one(tmp_path, shipped_model_dir):
+    leak = "    token = vault_client.read_secret(path='prod/api', version=7)\n"
+    (tmp_path / "secret_config.py").write_text(f"def a():\n{leak}")  # secret_globs: *secret*
+    (tmp_path / "generated_x.py").write_text(f"def b():\n{leak}")  # ignore_globs below
+    (tmp_path / ".gitignore").write_text("built.py\n")
+    (tmp_path / "built.py").write_text(f"def c():\n{leak}")
+    (tmp_path / "ok.py").write_text("def d():\n    session = db_pool.acquire(timeout=30, retries=5)\n")
+    uri = (tmp_path / "main.py").as_uri()
+
+    async def scenario():
+        options = {"mode": "line", "ignore_globs": ["*generated_*"]}
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options=options)
+        await s.start()
+        await wait_indexed(s, 1)
+        s.open((tmp_path / "secret_config.py").as_uri(), f"def a():\n{leak}")  # open in the editor too
+        text = "def main():\n    token = vault_client.read_\n    session = db_pool.acq\n"
+        s.open(uri, text)
+
+        async def ask(line: int, col: int) -> tuple[str, dict | None]:
+            answer = await s.inline(uri, line, col)
+            timings = [t for t in s.timings if field(t, "source") == "model"][-1]
+            return (answer.items[0].insert_text if answer.items else ""), field(timings, "draft")
+
+        got, draft = await ask(1, len("    token = vault_client.read_"))
+        assert draft is None and "prod/api" not in got, (got, draft)
+        got, draft = await ask(2, len("    session = db_pool.acq"))  # the control: a file indexed as usual
+        assert field(draft, "source") == "workspace" and got.startswith("uire(timeout=30"), (got, draft)
+        s.insert(uri, 2, len("    session = db_pool.acq"), ")")  # the text after the cursor changes
+        _, draft = await ask(2, len("    session = db_pool.acq"))
+        assert field(draft, "source") == "typing-cache", draft  # the answer shown a moment ago, verified
+        await s.stop()
+
+    run(scenario())
