@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 import shutil
@@ -101,11 +102,18 @@ class WorkspaceChanges:
             self.counts["deleted"] += 1
 
 
-def summarise(latencies: list[tuple[float, float]], window_s: float, interval: float) -> list[dict]:
-    """Per window (a minute by default): keystrokes, latency percentiles, share answered before the next key."""
+def summarise(
+    latencies: list[tuple[float, float]], window_s: float, interval: float, seconds: float | None = None
+) -> list[dict]:
+    """Per window (a minute by default): keystrokes, latency percentiles, share answered before the next key.
+    With ``seconds`` (the run's length), a keystroke sent as the run ended counts in the last window
+    instead of opening one of its own."""
+    last = int(max((t for t, _ in latencies), default=0) // window_s)
+    if seconds is not None:
+        last = min(last, max(0, math.ceil(seconds / window_s) - 1))
     rows = []
-    for w in range(int(max((t for t, _ in latencies), default=0) // window_s) + 1):
-        ms = [x for t, x in latencies if w * window_s <= t < (w + 1) * window_s]
+    for w in range(last + 1):
+        ms = [x for t, x in latencies if min(int(t // window_s), last) == w]
         if not ms:
             continue
         row = {"minute": w + 1, "keystrokes": len(ms)}
@@ -218,7 +226,7 @@ async def _run(
         await stop_server(client)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    minutes = summarise(latencies, window_s, interval)
+    minutes = summarise(latencies, window_s, interval, seconds)
     return {
         "seconds": seconds,
         "keys_per_second": keys_per_second,

@@ -38,3 +38,10 @@ def test_the_targets_are_judged_from_minute_one():
     assert t["rss_growth_minute1_to_end"] == 0.075 and t["memory_ok"]
     assert t["threads_ok"] and not t["fds_ok"] and t["fds_minute1_then_max"] == [10, 11]
     assert t["p99_ok"] and abs(t["p99_last_vs_first_minute"] - 0.0) < 0.2
+
+
+def test_a_keystroke_sent_as_the_run_ends_counts_in_the_last_window():
+    latencies = [(0.5, 10.0), (5.0, 20.0), (11.9, 30.0), (12.01, 40.0)]
+    assert [m["minute"] for m in summarise(latencies, 4, 0.05, seconds=12)] == [1, 2, 3]
+    assert summarise(latencies, 4, 0.05, seconds=12)[-1]["keystrokes"] == 2
+    assert [m["minute"] for m in summarise(latencies, 4, 0.05)] == [1, 2, 3, 4]
