@@ -21,6 +21,12 @@ def _root() -> None:
 
 
 TRUST_HELP = "Let a transformers model directory run its own Python code (only for a directory you trust)."
+# The remote backend's options, shared by the commands that complete (infill, selftest).
+EndpointOption = Annotated[
+    Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
+]
+ApiOption = Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")]
+ApiKeyEnvOption = Annotated[Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")]
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -367,13 +373,9 @@ def selftest(
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
-    endpoint: Annotated[
-        Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
-    ] = None,
-    api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
-    api_key_env: Annotated[
-        Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")
-    ] = None,
+    endpoint: EndpointOption = None,
+    api: ApiOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
 ) -> None:
@@ -941,13 +943,9 @@ def infill(
     backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
     quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
-    endpoint: Annotated[
-        Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
-    ] = None,
-    api: Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")] = None,
-    api_key_env: Annotated[
-        Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")
-    ] = None,
+    endpoint: EndpointOption = None,
+    api: ApiOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
     ] = False,
