@@ -15,7 +15,6 @@ text around the cursor, which is already in memory.
 
 from __future__ import annotations
 
-import re
 import threading
 from array import array
 from collections import Counter
@@ -75,6 +74,7 @@ class LineTable:
         self._numbers: dict[str, int] = {}  # source -> file number
         self._rows = 0  # rows in use (live and dead)
         self._total = 0  # live rows
+        self._removed = 0  # files removed since the dicts were last copied
 
     def set_file(self, source: str, text: str) -> None:
         lines = [ln for ln in (raw.strip() for raw in text.splitlines()) if ln and len(ln) <= MAX_LINE]
@@ -89,7 +89,7 @@ class LineTable:
             numbers.append(i)
         hashes = np.fromiter(map(hash, lines), dtype=np.int64, count=len(lines))
         with self._lock:
-            self._remove_locked(source)
+            self._remove_locked(source, replacing=True)
             if self._total + len(lines) > MAX_TABLE_LINES:
                 return  # full: this file gives no drafts (the document itself still does)
             if self._rows + len(lines) > len(self._hashes):
@@ -125,7 +125,7 @@ class LineTable:
         with self._lock:
             self._remove_locked(source)
 
-    def _remove_locked(self, source: str) -> None:
+    def _remove_locked(self, source: str, replacing: bool = False) -> None:
         held = self._files.pop(source, None)
         if held is None:
             return
@@ -141,6 +141,15 @@ class LineTable:
                 del self._buckets[key]
         if self._rows > 4 * max(self._total, 1024):  # mostly dead: the arrays shrink
             self._grow_locked(0)
+        self._removed += not replacing  # a file replaced fills its buckets again
+        if self._removed > len(self._files):
+            # A dict keeps its largest size: once a large folder is gone, the buckets it shared with the
+            # files that stay would hold its memory for good. Copied at their size (as often as files are
+            # removed, so the copies cost what the removals did).
+            self._files = dict(self._files)
+            self._numbers = dict(self._numbers)
+            self._buckets = {key: dict(per) for key, per in self._buckets.items()}
+            self._removed = 0
 
     def continuations(self, key: str, exclude: str | None, counts: Counter) -> None:
         """Add the continuations of lines starting with ``key`` (at least BUCKET characters)."""
@@ -184,16 +193,53 @@ class LineTable:
                         return
 
 
+def _indented_at(text: str, i: int) -> bool:
+    """Only spaces and tabs between the start of ``i``'s line and ``i``."""
+    start = text.rfind("\n", 0, i) + 1
+    return not text[start:i].strip(" \t")
+
+
+def _rest_of_line(text: str, i: int) -> str:
+    end = len(text)
+    for stop in ("\n", "\r"):
+        found = text.find(stop, i, end)
+        if found >= 0:
+            end = found
+    return text[i:end]
+
+
 def _document_lines(text: str, key: str, counts: Counter) -> None:
-    pattern = re.compile(r"^[ \t]*" + re.escape(key) + r"([^\r\n]+)", re.M)
-    for m in pattern.finditer(text):
-        counts[m.group(1).rstrip()] += 1
+    """Count what follows ``key`` on the lines that start with it (after their indentation)."""
+    i = text.find(key)
+    while i >= 0:
+        if _indented_at(text, i):
+            rest = _rest_of_line(text, i + len(key)).rstrip()
+            if rest:
+                counts[rest] += 1
+        i = text.find(key, i + 1)
 
 
 def _document_following(text: str, line: str, counts: Counter) -> None:
-    pattern = re.compile(r"^[ \t]*" + re.escape(line) + r"[ \t]*\r?\n[ \t]*([^\r\n]+)", re.M)
-    for m in pattern.finditer(text):
-        counts[m.group(1).rstrip()] += 1
+    """Count the lines that follow the lines equal to ``line`` (indentation and trailing blanks aside)."""
+    i = text.find(line)
+    while i >= 0:
+        if _indented_at(text, i):
+            j = i + len(line)
+            while j < len(text) and text[j] in " \t":
+                j += 1
+            if text.startswith("\r\n", j):
+                j += 2
+            elif text.startswith("\n", j):
+                j += 1
+            else:
+                j = -1
+            if j >= 0:
+                while j < len(text) and text[j] in " \t":
+                    j += 1
+                rest = _rest_of_line(text, j).rstrip()
+                if rest:
+                    counts[rest] += 1
+        i = text.find(line, i + 1)
 
 
 def find_draft(

@@ -1,3 +1,5 @@
+import sys
+
 from celeris_complete.drafts import LineTable, find_draft
 
 DOC = """import os
@@ -74,6 +76,10 @@ def test_the_table_stays_right_through_many_files_replaced_and_removed():
     d = find_draft("x = 1\nif ready:\n", "\n", table)
     assert (d.text, d.source, d.count) == ("launch(now=True)", "workspace", 1)
     assert find_draft("    value = compute(", "\n", table).text == "2)"
+    # The buckets that the kept file shares with the removed ones held 300 sources each: their dicts
+    # are copied to their present size (a dict keeps its largest size otherwise).
+    assert all(sys.getsizeof(per) == sys.getsizeof(dict(per)) for per in table._buckets.values())
+    assert sys.getsizeof(table._buckets["if r"]) < 1000
 
 
 def test_a_file_gives_at_most_so_many_votes_for_the_line_after_a_line():
@@ -136,3 +142,19 @@ def test_of_drafts_accepted_whole_the_likelier_wins():
     verdict = choose([probs[: d.numel()] for d in drafts], drafts, DraftRule(threshold=0.1))
     assert (verdict.index, verdict.run) == (1, 3)
     assert choose([probs[:2]], [torch.tensor([5, 5])], DraftRule(threshold=0.1)).run == 0
+
+
+def test_the_document_is_searched_line_by_line_whatever_the_line_endings():
+    from collections import Counter
+
+    from celeris_complete.drafts import _document_following, _document_lines
+
+    text = "x = 1\r\n  total = add(a)\r\n\ttotal = add(b) \nnot total = add(c)\n total = \n"
+    counts = Counter()
+    _document_lines(text, "total = add(", counts)
+    assert counts == Counter({"a)": 1, "b)": 1})  # after indentation only; CR and trailing blanks dropped
+    text = "if x:\n    )\n    )\n    y()\n)  \r\n  z()\r\n)\n\n"
+    counts = Counter()
+    _document_following(text, ")", counts)
+    # consecutive equal lines each count; blank lines give nothing
+    assert counts == Counter({")": 1, "y()": 1, "z()": 1})
