@@ -186,6 +186,7 @@ class SnippetIndex:
             self._by_source[source] = (i, int(renumber[first]), n)
         self._rows["file"][: len(kept)] = file_renumber[self._rows["file"][: len(kept)]]
         self._sources, self._next_id, self._dead = files, len(kept), 0
+        self._by_source, self._texts = dict(self._by_source), dict(self._texts)  # dicts never shrink
         postings: dict[int, array] = {}
         for key, posting in self._postings.items():
             rows = renumber[np.frombuffer(posting, dtype=np.uint32)]
