@@ -19,7 +19,10 @@ Per package (``bench_repo.PACKAGES``, fetched as bench repo fetches them):
   with ``drafts_off``, off.  The base and the adapted model run alternately, so a change of load on the
   machine falls on both; the decoding settings both servers reported are compared (``same_decoding``).
 
-The lift is adapted minus base, in exact match and edit similarity, per package and over all sites.
+The lift is adapted minus base, in exact match and edit similarity, per package and over all sites,
+with a 95% interval for the edit similarity's (a paired bootstrap over the sites: both models answer
+the same sites, so the per-site differences are resampled): an interval above 0 is a lift that the
+choice of sites does not explain.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -158,6 +162,26 @@ def _lift(base: Mapping, adapted: Mapping) -> dict:
     return {k: round(adapted[k] - base[k], 4) for k in ("exact_match", "edit_similarity") if k in base}
 
 
+def paired_interval(base: Sequence[Mapping], adapted: Sequence[Mapping], draws: int = 2000, seed: int = 0) -> list:
+    """95% interval of the mean edit-similarity lift over paired sites (a percentile bootstrap)."""
+    diffs = [a["similarity"] - b["similarity"] for b, a in zip(base, adapted, strict=True)]
+    if not diffs:
+        return [0.0, 0.0]
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(draws))
+    return [round(means[int(0.025 * draws)], 4), round(means[int(0.975 * draws) - 1], 4)]
+
+
+def _lift_with_interval(results: Mapping[str, Sequence[Mapping]]) -> dict:
+    figures = {m: summarize(results[m]) for m in MODELS}
+    lift = {
+        **_lift(figures["base"], figures["adapted"]),
+        "edit_similarity_95": paired_interval(results["base"], results["adapted"]),
+    }
+    return {**figures, "lift": lift}
+
+
 def evaluate_package(
     files: Mapping[str, str],
     adapt_names: Sequence[str],
@@ -183,10 +207,8 @@ def evaluate_package(
     out: dict = {}
     for key, pair in runs.items():
         base, adapted = (pair[m] for m in MODELS)
-        figures = {m: summarize(pair[m]["results"]) for m in MODELS}
         out[key] = {
-            **figures,
-            "lift": _lift(figures["base"], figures["adapted"]),
+            **_lift_with_interval({m: pair[m]["results"] for m in MODELS}),
             "same_decoding": _decoding(base["server_settings"]) == _decoding(adapted["server_settings"]),
             "server_settings": base["server_settings"],
             "workspace_files": base["workspace_files"],
@@ -303,8 +325,9 @@ def overall(per_package: Mapping[str, dict], drafts: Sequence[bool]) -> dict:
     """Figures over all packages' sites."""
     out = {}
     for key in ("drafts_on", "drafts_off")[: len(drafts)]:
-        figures = {m: summarize([r for p in per_package.values() for r in p[key]["results"][m]]) for m in MODELS}
-        out[key] = {**figures, "lift": _lift(figures["base"], figures["adapted"])}
+        out[key] = _lift_with_interval(
+            {m: [r for p in per_package.values() for r in p[key]["results"][m]] for m in MODELS}
+        )
     return out
 
 
@@ -325,12 +348,18 @@ def table(result: dict) -> str:
     rule = "|---|---|---|---|---|"
     for key in keys:
         label = key.replace("_", " ")
-        head += f" {label}: exact base / adapted | {label}: edit sim base / adapted |"
+        head += f" {label}: exact base / adapted | {label}: edit sim base / adapted (lift, 95% interval) |"
         rule += "---|---|"
     lines = [head, rule]
 
     def pair(p: Mapping, key: str, figure: str, fmt: str) -> str:
         return f"{format(p[key]['base'][figure], fmt)} / {format(p[key]['adapted'][figure], fmt)}"
+
+    def edit(p: Mapping, key: str) -> str:
+        lift = p[key]["lift"]
+        low, high = lift.get("edit_similarity_95", (None, None))
+        interval = "" if low is None else f", [{low:+.3f}, {high:+.3f}]"
+        return f"{pair(p, key, 'edit_similarity', '.3f')} ({lift['edit_similarity']:+.3f}{interval})"
 
     for name, p in result["packages"].items():
         check = p["adapt"]["check"]
@@ -338,11 +367,11 @@ def table(result: dict) -> str:
         row = f"| {name} {p['version']} | {len(p['adapt_files'])} / {len(p['held_out_files'])} | {p['sites']} "
         row += f"| {p['adapt']['steps']} | {acc} |"
         for key in keys:
-            row += f" {pair(p, key, 'exact_match', '.1%')} | {pair(p, key, 'edit_similarity', '.3f')} |"
+            row += f" {pair(p, key, 'exact_match', '.1%')} | {edit(p, key)} |"
         lines.append(row)
     o = result["overall"]
     row = f"| overall | | {o[keys[0]]['base']['sites']} | | |"
     for key in keys:
-        row += f" {pair(o, key, 'exact_match', '.1%')} | {pair(o, key, 'edit_similarity', '.3f')} |"
+        row += f" {pair(o, key, 'exact_match', '.1%')} | {edit(o, key)} |"
     lines.append(row)
     return "\n".join(lines)

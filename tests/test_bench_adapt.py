@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from celeris_complete.bench_adapt import MIN_FILES, cut_into_parts, run, split_files
+from celeris_complete.bench_adapt import MIN_FILES, cut_into_parts, paired_interval, run, split_files
 from celeris_complete.bench_repo import python_files
 from celeris_complete.cli import app
 from tests.test_bench_repo import CLASS, MODULES
@@ -34,6 +34,17 @@ def test_split_is_seeded_holds_out_a_fifth_and_never_a_file_too_small_for_sites(
     assert len(held) == 4 and sorted(adapt + held) == sorted(many) and not set(adapt) & set(held)
     assert "things/__init__.py" in adapt  # no room for sites: always in the adaptation's workspace
     assert len(split_files({"a.py": "x = 1\n", **toy_files()}, seed=0)[1]) == 1  # at least one, a usable one
+
+
+def test_the_lift_interval_is_paired_over_sites():
+    base = [{"similarity": x} for x in (0.1, 0.5, 0.9, 0.3)]
+    better = [{"similarity": x["similarity"] + 0.2} for x in base]  # every site 0.2 better
+    assert paired_interval(base, better) == [0.2, 0.2]  # the sites' spread does not widen a paired interval
+    mixed = [{"similarity": x} for x in (0.3, 0.2, 1.0, 0.3)]  # +0.2, -0.3, +0.1, 0: a lift no site choice shows
+    low, high = paired_interval(base, mixed)
+    assert low < 0 < high
+    with pytest.raises(ValueError):
+        paired_interval(base, better[:3])  # unpaired
 
 
 def test_a_single_module_is_cut_at_top_level_definitions():
