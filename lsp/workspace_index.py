@@ -95,10 +95,21 @@ class WorkspaceIndexer:
     def _observe(self) -> None:
         """Follow changes on disk (started on the indexing thread: watchdog walks the tree to do it)."""
         try:
+            from watchdog import events
             from watchdog.observers import Observer
 
+            # Only what changes a file's text.  Without a filter inotify also reports every open and
+            # read-only close, and a tree that many processes read (a virtual environment under the
+            # root: every import opens files) floods the kernel queue; on an overflow watchdog walks
+            # the tree again, and with ~8,000 folders that walk's own opens overflow it again: a core
+            # spent for ever on a workspace nobody touches.
+            wanted = [
+                events.FileCreatedEvent, events.FileModifiedEvent, events.FileClosedEvent,
+                events.FileDeletedEvent, events.FileMovedEvent,
+                events.DirCreatedEvent, events.DirDeletedEvent, events.DirMovedEvent,
+            ]
             observer = Observer()
-            observer.schedule(_Handler(self.events), str(self.root), recursive=True)
+            observer.schedule(_Handler(self.events), str(self.root), recursive=True, event_filter=wanted)
             observer.daemon = True
             observer.start()
             self.observer = observer

@@ -260,3 +260,32 @@ def test_the_scan_indexes_exactly_the_files_a_full_check_wants(tmp_path):
         str(root / r)
         for r in ("app.py", "pkg/local_keep.py", "pkg/deep/ok.py", "pkg/deep/more/shown.toml", "src/tool.py")
     }
+
+
+def test_reading_files_in_the_workspace_wakes_nothing(tmp_path, monkeypatch):
+    """Opens and read-only closes are not watched: a virtual environment under the root is read by every
+    import, and on a large tree those events overflowed inotify's queue and kept a core busy for ever."""
+    import celeris_lsp.workspace_index as workspace_index
+
+    seen: list[str] = []
+    dispatch = workspace_index._Handler.dispatch
+
+    def counting(self, event):
+        seen.append(event.event_type)
+        dispatch(self, event)
+
+    monkeypatch.setattr(workspace_index._Handler, "dispatch", counting)
+    make_workspace(tmp_path)
+    indexer = WorkspaceIndexer(tmp_path, SnippetIndex(), ())
+    indexer.start()
+    try:
+        assert indexer.ready.wait(10)
+        assert wait_for(lambda: indexer.observer is not None)
+        for _ in range(20):
+            for path in tmp_path.rglob("*.py"):
+                path.read_text()
+        (tmp_path / "pkg" / "written.py").write_text("x = 1\n")  # a write is still seen, after the reads
+        assert wait_for(lambda: "created" in seen)
+        assert not {"opened", "closed_no_write"} & set(seen), seen
+    finally:
+        indexer.stop()
