@@ -139,12 +139,16 @@ async def _run(
     init_options: dict,
     invoked_every: int = 0,
     think_s: float = 0.0,
+    trace: list | None = None,
 ) -> dict:
     with_snippets = []
+    last_timings = []
 
     def on_timings(params) -> None:
         if getattr(params, "source", None) == "model":
             with_snippets.append(bool(getattr(params, "snippets", None)))
+        if trace is not None:
+            last_timings.append(params)
 
     options = dict(init_options)
     if model:
@@ -186,6 +190,9 @@ async def _run(
             result = await inline_completion(client, uri, line, col)
             took = time.perf_counter() - sent
             latencies.append(took * 1e3)
+            if trace is not None:  # the server notifies its timings before it answers
+                trace.append({"ms": took * 1e3, "timings": plain(last_timings[-1]) if last_timings else None})
+                last_timings.clear()
             answered_in_time += took <= interval
             shown += bool(result and result.items)
             keystrokes += 1
@@ -241,7 +248,9 @@ def run(
     init_options: dict | None = None,
     invoked_every: int = 0,
     think_s: float = 0.0,
+    trace: list | None = None,
 ) -> dict:
     """``invoked_every``: also an invoked request (alternatives) after every Nth keystroke (0: none);
-    ``think_s``: a pause after each typed line."""
-    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s))
+    ``think_s``: a pause after each typed line; ``trace``: receives each keystroke's latency and the
+    server's timings for it."""
+    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s, trace))

@@ -7,8 +7,13 @@ def test_typing_sessions_come_from_real_files():
 
 
 def test_short_lsp_benchmark_runs(tiny_model_dir):
-    result = run(str(tiny_model_dir), seconds=3, keys_per_second=20)
+    trace = []
+    result = run(str(tiny_model_dir), seconds=3, keys_per_second=20, trace=trace)
     assert result["keystrokes"] > 5
+    # Every keystroke traced with the server's timings for that very request.
+    assert len(trace) == result["keystrokes"] and all(t["ms"] > 0 for t in trace)
+    sources = [t["timings"]["source"] for t in trace if t["timings"]]
+    assert sources.count("model") == result["model_calls"] and set(sources) <= {"model", "typing-cache"}
     assert result["latency_ms"]["p50"] > 0 and 0 <= result["answered_before_next_key"] <= 1
     assert result["server_ready_s"] > 0 and result["rss_mb"]["end"] > 0
 
