@@ -117,6 +117,26 @@ async def level(
     }
 
 
+def engine_alone(
+    model: str | None, bodies: list[dict], requests: int, typing: bool, threads: int | None, quant: str | None
+) -> dict:
+    """The engine's own latency, in this process, on the requests one client sends (the reference for
+    what the server and loopback add)."""
+    from .config import load_settings
+    from .engine import Engine
+
+    overrides = {k: v for k, v in (("model", model), ("threads", threads), ("quant", quant)) if v is not None}
+    engine = Engine(load_settings(overrides=overrides))
+    latencies = []
+    for i in range(requests + 3):  # the first three warm it up
+        body = typed_body(bodies, 0, i) if typing else bodies[i % len(bodies)]
+        t0 = time.perf_counter()
+        engine.complete(body["prompt"], body["suffix"], mode=body["mode"], file_start=True, file_end=True)
+        if i >= 3:
+            latencies.append((time.perf_counter() - t0) * 1e3)
+    return {"requests": requests, "p50_ms": round(percentile(latencies, 50), 1)}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,8 +192,15 @@ def run(
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
+    alone = None
+    single = next((r for r in rows if r["clients"] == 1), None)
+    if single is not None and proc is not None:  # a server of our own: its engine, measured here alone
+        if progress:
+            progress("the engine alone, in this process, on one client's requests")
+        alone = engine_alone(model, bodies, min(1000, single["requests"]), typing, threads, quant)
+        alone["loopback_adds_p50_ms"] = round(single["p50_ms"] - alone["p50_ms"], 1)
     return {"server": health, "batching": health.get("batching", False), "typing": typing,
-            "seconds_per_level": seconds, "rows": rows}  # fmt: skip
+            "seconds_per_level": seconds, "rows": rows, "engine_alone": alone}  # fmt: skip
 
 
 def table(result: dict) -> str:
@@ -188,5 +215,11 @@ def table(result: dict) -> str:
             f"| {r['p99_ms']} | {r['server_queue_p50_ms']} | {r['server_work_p50_ms']} | {r['http_overhead_p50_ms']} "
             f"| {r['rejected_429']} | {r['deadline_504']} "
             f"| {r['errors']} |"
+        )
+    alone = result.get("engine_alone")
+    if alone:
+        lines.append(
+            f"\nThe engine alone on one client's requests (in process, {alone['requests']} requests): p50 "
+            f"{alone['p50_ms']} ms; one client through the server adds {alone['loopback_adds_p50_ms']} ms at the p50."
         )
     return "\n".join(lines)

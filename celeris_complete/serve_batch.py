@@ -146,6 +146,7 @@ class Running:
     encode_ms: float
     refine_start: float
     rows_left: int
+    kv: object  # the context's keys/values, for a step the request has to itself
     done: list = field(default_factory=list)  # (choice index, Completion)
     failed: bool = False
 
@@ -244,7 +245,7 @@ class BatchScheduler(Scheduler):
         except Exception as exc:
             self._fail(job, exc)
             return
-        running = Running(job, p, cache, queue_ms, (t1 - t0) * 1e3, t1, job.n)
+        running = Running(job, p, cache, queue_ms, (t1 - t0) * 1e3, t1, job.n, kv)
         deadline = job.deadline
 
         def should_stop() -> bool:
@@ -289,7 +290,10 @@ class BatchScheduler(Scheduler):
         if self.on_batch is not None:
             self.on_batch(len({id(r.request) for r in self.rows}))
         with engine.lock, torch.inference_mode():
-            logits = self.batch.step([r.pending for r in self.rows])
+            if len(self.rows) == 1:  # alone: the engine's own step (traced where it can be), the same logits
+                logits = [engine.model.span_step(self.rows[0].pending, self.rows[0].request.kv)]
+            else:
+                logits = self.batch.step([r.pending for r in self.rows])
             leaving = []
             for at, (row, out) in enumerate(zip(self.rows, logits)):
                 if row.request.failed:

@@ -363,6 +363,19 @@ def test_bench_serve_against_the_running_server(server):
     assert all(r["requests"] > 0 and r["errors"] == r["deadline_504"] == 0 for r in rows), str(rows)
     assert all(r["p50_ms"] <= r["p99_ms"] and r["server_work_p50_ms"] > 0 for r in rows), str(rows)
     assert table(result).splitlines()[0].startswith("| clients | requests | throughput")
+    assert result["engine_alone"] is None  # a server it did not start: its engine is not here to measure
+
+
+def test_bench_serve_measures_the_engine_alone_as_the_loopback_reference(tiny_model_dir):
+    from celeris_complete.bench_serve import engine_alone, places, table
+
+    alone = engine_alone(str(tiny_model_dir), places(6), 5, True, 1, None)
+    assert alone["requests"] == 5 and alone["p50_ms"] > 0
+    row = {"clients": 1, "requests": 5, "throughput_rps": 1, "p50_ms": alone["p50_ms"] + 2, "p95_ms": 1,
+           "p99_ms": 1, "server_queue_p50_ms": 0, "server_work_p50_ms": 1, "http_overhead_p50_ms": 1,
+           "rejected_429": 0, "deadline_504": 0, "errors": 0}  # fmt: skip
+    shown = table({"rows": [row], "engine_alone": {**alone, "loopback_adds_p50_ms": 2.0}})
+    assert "one client through the server adds 2.0 ms at the p50" in shown
 
 
 # ------------------------------------------------------------------------------------------------

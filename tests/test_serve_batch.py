@@ -137,3 +137,16 @@ def test_batch_step_matches_the_model_row_by_row(engine):
         out = batch.step([s for _, s in rows])
         for (kv, slots), logits in zip(rows, out):
             assert torch.equal(logits, model.span_step(slots, kv)), "int8: row by row, bit for bit"
+
+
+def test_a_request_alone_takes_the_engines_own_step(engine, scheduler, monkeypatch):
+    """One row in the batch: no batched pass (its overhead is what a lone client would pay), same answer."""
+    batched = []
+    step = scheduler.batch.step
+    monkeypatch.setattr(scheduler.batch, "step", lambda slots: batched.append(len(slots)) or step(slots))
+    body = places(1, seed=11)[0]
+    (c,) = submit_all(scheduler, [{"prefix": body["prompt"], "suffix": body["suffix"], "mode": body["mode"]}])
+    kind, result = c.result()
+    assert kind == "done" and batched == []
+    alone = engine.complete(body["prompt"], body["suffix"], mode=body["mode"])
+    assert (result.completions[0].raw, result.completions[0].steps) == (alone.raw, alone.steps)
