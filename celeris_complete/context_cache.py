@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .model import KV
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+CLIENT_CACHE = 2  # contexts kept per client (the last one and the one before, for a client that goes back)
+MAX_CLIENTS = 32  # clients whose contexts are kept (about 5 MB per context at the full length)
 
 
 @dataclass
@@ -67,3 +74,35 @@ class ContextCache:
 
     def clear(self) -> None:
         self.entries.clear()
+
+
+class ClientContexts:
+    """A small LRU of encoded contexts per client, clients themselves kept in an LRU."""
+
+    def __init__(self, per_client: int = CLIENT_CACHE, clients: int = MAX_CLIENTS) -> None:
+        self.per_client = per_client
+        self.clients = clients
+        self._caches: OrderedDict[str, ContextCache] = OrderedDict()
+
+    def cache(self, client: str) -> ContextCache:
+        found = self._caches.get(client)
+        if found is None:
+            found = self._caches[client] = ContextCache(capacity=self.per_client)
+            while len(self._caches) > self.clients:
+                self._caches.popitem(last=False)
+        self._caches.move_to_end(client)
+        return found
+
+    def kv(self, engine: Engine, client: str, tokens: list[int]):
+        """The context's keys/values and "hit", "partial" or "miss" (as ``Engine._context_kv``)."""
+        import torch
+
+        cache = self.cache(client)
+        key = np.asarray(tokens, dtype=np.int64)
+        past, n = cache.lookup(key)
+        if past is not None and n == len(tokens):
+            return past, "hit"
+        new = torch.tensor([tokens[n:]], dtype=torch.long, device=engine.device)
+        _, kv = engine.model.encode_context(new, past=past)
+        cache.store(key, kv)
+        return kv, "miss" if past is None else "partial"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -27,6 +28,7 @@ from .backend_hf import TransformersBackend
 from .backend_ours import DECODE_KEYS, has_int8_kernels
 from .config import Settings
 from .context import Context
+from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
@@ -279,6 +281,22 @@ class Engine:
             text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens,
             offered, others,
         )  # fmt: skip
+
+    @contextmanager
+    def using_cache(self, cache: ContextCache):
+        """Contexts encoded into and looked up in ``cache`` instead of the engine's own, meanwhile (a
+        server keeps one per client); for the one thread that completes meanwhile.  A backend that
+        keeps no contexts (``supports.caching`` false) keeps its own."""
+        if not self.supports.caching:
+            yield
+            return
+        with self.lock:
+            own, self.impl.cache = self.impl.cache, cache
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.impl.cache = own
 
     def _alternatives(
         self, kv, ctx, canvas: int, settings: DecodeSettings, n: int, first: list, first_allowed, mode: str,

@@ -15,12 +15,9 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from .serve_queue import DeadlineExceeded, Job, JobResult, Scheduler
 
@@ -28,13 +25,10 @@ if TYPE_CHECKING:
     import torch
 
     from .batch_step import BatchStep
-    from .context_cache import ContextCache
     from .engine import Engine
 
 log = logging.getLogger("celeris.serve")
 
-CLIENT_CACHE = 2  # contexts kept per client (the last one and the one before, for a client that goes back)
-MAX_CLIENTS = 32  # clients whose contexts are kept (about 5 MB per context at the full length)
 JOINS_PER_STEP = 4  # requests that join between two steps (each encodes its context): the batch keeps moving
 
 
@@ -101,40 +95,6 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
     return Plan(mode, canvas, ctx, first_allowed, settings, draft_ids, draft, (t1 - t0) * 1e3, (t2 - t1) * 1e3)
 
 
-class ClientContexts:
-    """A small LRU of encoded contexts per client, clients themselves kept in an LRU."""
-
-    def __init__(self, per_client: int = CLIENT_CACHE, clients: int = MAX_CLIENTS) -> None:
-        self.per_client = per_client
-        self.clients = clients
-        self._caches: OrderedDict[str, ContextCache] = OrderedDict()
-
-    def cache(self, client: str) -> ContextCache:
-        from .context_cache import ContextCache
-
-        found = self._caches.get(client)
-        if found is None:
-            found = self._caches[client] = ContextCache(capacity=self.per_client)
-            while len(self._caches) > self.clients:
-                self._caches.popitem(last=False)
-        self._caches.move_to_end(client)
-        return found
-
-    def kv(self, engine: Engine, client: str, tokens: list[int]):
-        """The context's keys/values and "hit", "partial" or "miss" (as ``Engine._context_kv``)."""
-        import torch
-
-        cache = self.cache(client)
-        key = np.asarray(tokens, dtype=np.int64)
-        past, n = cache.lookup(key)
-        if past is not None and n == len(tokens):
-            return past, "hit"
-        new = torch.tensor([tokens[n:]], dtype=torch.long, device=engine.device)
-        _, kv = engine.model.encode_context(new, past=past)
-        cache.store(key, kv)
-        return kv, "miss" if past is None else "partial"
-
-
 @dataclass
 class Running:
     """A request in the batch: its plan, its rows' results so far, its timings."""
@@ -173,7 +133,6 @@ class BatchScheduler(Scheduler):
     ) -> None:  # fmt: skip
         super().__init__(max_queue, on_batch, on_cancel)
         self.max_batch = max_batch
-        self.contexts = ClientContexts()
         self.batch: BatchStep | None = None
         self.rows: list[Row] = []  # in the batch's row order
 

@@ -3,7 +3,9 @@
 Requests become ``Job``s in a bounded queue (``QueueFull`` when it holds ``max_queue`` waiting
 jobs: the server answers 429).  One worker thread owns the engine and runs the jobs one at a time,
 in arrival order: the engine runs one model call at a time anyway (its lock), and one thread keeps
-the context cache and the torch threads to themselves.
+the context caches and the torch threads to themselves.  Each client (the request's ``user``, else its
+connection) has contexts of its own (``ClientContexts``), so that many clients typing along each
+extend their last context instead of evicting each other's from one shared cache.
 
 Batching across requests (``--batch``, the default) is ``serve_batch.BatchScheduler``, a subclass:
 the server only sees jobs and their events either way.
@@ -19,6 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .context_cache import ClientContexts
 
 if TYPE_CHECKING:  # the engine (and torch) load in the background: see serve.py
     from .engine import Completion, Engine
@@ -79,6 +83,7 @@ class Scheduler:
         self.engine: Engine | None = None
         self._worker: threading.Thread | None = None
         self.running = 0
+        self.contexts = ClientContexts()  # each client's own contexts, so that clients typing along keep theirs
 
     def start(self, engine: Engine) -> None:
         """Begin serving with a loaded engine."""
@@ -156,31 +161,34 @@ class Scheduler:
         if seed is None and (job.temperature or 0) > 0:
             seed = secrets.randbelow(2**31)  # a fresh draw per request, as the APIs do without a seed
         out = []
-        for i in range(job.n):
-            on_step = None
-            if job.stream_steps:
-
-                def on_step(step: int, text: str, i: int = i) -> None:
-                    job.emit(("step", i, step, text))
-
-            # What is left of the deadline: the engine commits the open slots when it passes (at
-            # least one refinement step always runs).
-            left_ms = max(0.001, (job.deadline - time.perf_counter()) * 1e3) if job.deadline != float("inf") else None
-            out.append(
-                self.engine.complete(
-                    job.prefix,
-                    job.suffix,
-                    mode=job.mode,
-                    max_tokens=job.max_tokens,
-                    steps=job.steps,
-                    deadline_ms=left_ms,
-                    should_cancel=job.cancel.is_set,
-                    temperature=job.temperature,
-                    seed=None if seed is None else seed + i,
-                    on_step=on_step,
-                    snippets=job.snippets,
-                    file_start=job.file_start,
-                    file_end=job.file_end,
-                )
-            )
+        with self.engine.using_cache(self.contexts.cache(job.client or "")):
+            for i in range(job.n):
+                out.append(self._choice(job, seed, i))
         return JobResult(out, queue_ms)
+
+    def _choice(self, job: Job, seed: int | None, i: int):
+        assert self.engine is not None
+        on_step = None
+        if job.stream_steps:
+
+            def on_step(step: int, text: str) -> None:
+                job.emit(("step", i, step, text))
+
+        # What is left of the deadline: the engine commits the open slots when it passes (at
+        # least one refinement step always runs).
+        left_ms = max(0.001, (job.deadline - time.perf_counter()) * 1e3) if job.deadline != float("inf") else None
+        return self.engine.complete(
+            job.prefix,
+            job.suffix,
+            mode=job.mode,
+            max_tokens=job.max_tokens,
+            steps=job.steps,
+            deadline_ms=left_ms,
+            should_cancel=job.cancel.is_set,
+            temperature=job.temperature,
+            seed=None if seed is None else seed + i,
+            on_step=on_step,
+            snippets=job.snippets,
+            file_start=job.file_start,
+            file_end=job.file_end,
+        )

@@ -16,7 +16,7 @@ from celeris_complete.config import load_settings
 from celeris_complete.diffusion import Cancelled
 from celeris_complete.engine import Engine
 from celeris_complete.serve_batch import BatchScheduler
-from celeris_complete.serve_queue import Job
+from celeris_complete.serve_queue import Job, Scheduler
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,26 @@ def test_a_client_typing_extends_its_cached_context(scheduler):
     assert states == ["miss", "partial", "hit"]
     (c,) = submit_all(scheduler, [{"prefix": text, "suffix": "\n", "client": "someone else"}])
     assert c.result()[1].completions[0].cache == "miss", "contexts are cached per client"
+
+
+def test_one_at_a_time_clients_typing_in_turn_keep_their_own_contexts(engine):
+    """Without batching too: many clients typing in turn each extend their own last context (one shared
+    cache of a few contexts would be a miss for every request)."""
+    one = Scheduler(64)
+    one.start(engine)
+    try:
+        own_before = vars(engine.cache.stats).copy()
+        bodies = places(6, seed=3)
+        states = []
+        for typed in range(3):  # six clients, each types into its place, in turn
+            for k, b in enumerate(bodies):
+                prefix = b["prompt"] + "x = 1" * typed
+                (c,) = submit_all(one, [{"prefix": prefix, "suffix": b["suffix"], "mode": "line", "client": f"c{k}"}])
+                states.append(c.result()[1].completions[0].cache)
+        assert states[:6] == ["miss"] * 6 and set(states[6:]) == {"partial"}, states
+        assert vars(engine.cache.stats) == own_before, "the engine's own cache was left alone"
+    finally:
+        one.close()
 
 
 def test_deadlines_and_cancellation_per_request(scheduler):
