@@ -118,23 +118,53 @@ async def level(
 
 
 def engine_alone(
-    model: str | None, bodies: list[dict], requests: int, typing: bool, threads: int | None, quant: str | None
+    model: str | None, bodies: list[dict], requests: int, typing: bool, threads: int | None, quant: str | None,
+    url: str | None = None, headers: dict | None = None,
 ) -> dict:
-    """The engine's own latency, in this process, on the requests one client sends (the reference for
-    what the server and loopback add)."""
+    """The engine's own latency, in this process, on the requests one client sends: the reference for
+    what the server and loopback add.  With ``url``, each request also goes to the server, in turn with
+    the engine here (alternating which goes first), and the paired differences are reported: the same
+    request, the same cache state on both sides, the machine's drift shared."""
     from .config import load_settings
     from .engine import Engine
 
     overrides = {k: v for k, v in (("model", model), ("threads", threads), ("quant", quant)) if v is not None}
     engine = Engine(load_settings(overrides=overrides))
-    latencies = []
-    for i in range(requests + 3):  # the first three warm it up
-        body = typed_body(bodies, 0, i) if typing else bodies[i % len(bodies)]
+    here, there = [], []
+
+    def local(body: dict) -> float:
         t0 = time.perf_counter()
         engine.complete(body["prompt"], body["suffix"], mode=body["mode"], file_start=True, file_end=True)
-        if i >= 3:
-            latencies.append((time.perf_counter() - t0) * 1e3)
-    return {"requests": requests, "p50_ms": round(percentile(latencies, 50), 1)}
+        return (time.perf_counter() - t0) * 1e3
+
+    async def pairs() -> None:
+        async with httpx.AsyncClient(base_url=url or "http://unused", timeout=120, headers=headers or {}) as http:
+
+            async def remote(body: dict) -> float:
+                t0 = time.perf_counter()
+                r = await http.post("/v1/fim/completions", json=body)
+                r.raise_for_status()
+                return (time.perf_counter() - t0) * 1e3
+
+            for i in range(requests + 3):  # the first three warm both up
+                body = typed_body(bodies, 0, i) if typing else bodies[i % len(bodies)]
+                if url is None:
+                    pair = (local(body), None)
+                elif i % 2:
+                    pair = (local(body), await remote(body))
+                else:
+                    far = await remote(body)
+                    pair = (local(body), far)
+                if i >= 3:
+                    here.append(pair[0])
+                    there.append(pair[1])
+
+    asyncio.run(pairs())
+    out = {"requests": requests, "p50_ms": round(percentile(here, 50), 1)}
+    if url is not None:
+        out["through_server_p50_ms"] = round(percentile(there, 50), 1)
+        out["loopback_adds_p50_ms"] = round(percentile([b - a for a, b in zip(here, there)], 50), 1)
+    return out
 
 
 def free_port() -> int:
@@ -188,17 +218,15 @@ def run(
                 if progress:
                     progress(f"{clients} concurrent client(s) for {seconds:g} s")
                 rows.append(asyncio.run(level(url, clients, seconds, bodies, headers, typing)))
+            alone = None
+            if 1 in levels and proc is not None:  # a server of our own: the same engine, here
+                if progress:
+                    progress("one client's requests to the server and to the engine here, in turn")
+                alone = engine_alone(model, bodies, 300, typing, threads, quant, url, headers)
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(30)
-    alone = None
-    single = next((r for r in rows if r["clients"] == 1), None)
-    if single is not None and proc is not None:  # a server of our own: its engine, measured here alone
-        if progress:
-            progress("the engine alone, in this process, on one client's requests")
-        alone = engine_alone(model, bodies, min(1000, single["requests"]), typing, threads, quant)
-        alone["loopback_adds_p50_ms"] = round(single["p50_ms"] - alone["p50_ms"], 1)
     return {"server": health, "batching": health.get("batching", False), "typing": typing,
             "seconds_per_level": seconds, "rows": rows, "engine_alone": alone}  # fmt: skip
 
@@ -219,7 +247,9 @@ def table(result: dict) -> str:
     alone = result.get("engine_alone")
     if alone:
         lines.append(
-            f"\nThe engine alone on one client's requests (in process, {alone['requests']} requests): p50 "
-            f"{alone['p50_ms']} ms; one client through the server adds {alone['loopback_adds_p50_ms']} ms at the p50."
+            f"\nOne client's requests, each to the server and to the engine in this process in turn "
+            f"({alone['requests']} pairs): p50 {alone['through_server_p50_ms']} ms through the server, "
+            f"{alone['p50_ms']} ms the engine alone; the server and loopback add {alone['loopback_adds_p50_ms']} ms "
+            "(the p50 of the paired differences)."
         )
     return "\n".join(lines)

@@ -63,7 +63,9 @@ class ServeOptions:
     max_body_bytes: int = 1 << 20
     max_deadline_ms: float = 10_000.0  # also the deadline of a request that gives none
     max_n: int = 8
-    batch: bool = True  # continuous batching of the requests' canvases (serve_batch.py); else one at a time
+    # Continuous batching of the requests' canvases (serve_batch.py), or one at a time; None: batching
+    # unless the model runs int8 on the CPU, where one at a time measured as fast or faster (README).
+    batch: bool | None = None
     max_batch: int = 16  # canvases in one forward pass (a request with n choices has n)
     model_name: str | None = None
     api_key: str | None = field(default=None, repr=False)
@@ -120,8 +122,10 @@ class CompletionServer:
         self.options = options
         self.metrics = Metrics()
         hooks = dict(on_batch=self.metrics.batch.observe, on_cancel=self.metrics.cancelled.inc)
-        if options.batch:
-            self.scheduler: Scheduler = BatchScheduler(options.max_queue, options.max_batch, **hooks)
+        if options.batch is not False:
+            self.scheduler: Scheduler = BatchScheduler(
+                options.max_queue, options.max_batch, **hooks, auto=options.batch is None
+            )
         else:
             self.scheduler = Scheduler(options.max_queue, **hooks)
         self.metrics.queue_depth.set_function(self.scheduler.depth)

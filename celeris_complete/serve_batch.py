@@ -129,10 +129,12 @@ class BatchScheduler(Scheduler):
 
     def __init__(
         self, max_queue: int, max_batch: int, on_batch: Callable[[int], None] | None = None,
-        on_cancel: Callable[[], None] | None = None,
+        on_cancel: Callable[[], None] | None = None, auto: bool = False,
     ) -> None:  # fmt: skip
+        """``auto``: serve one request at a time where batching does not pay (int8 on the CPU)."""
         super().__init__(max_queue, on_batch, on_cancel)
         self.max_batch = max_batch
+        self.auto = auto
         self.batch: BatchStep | None = None
         self.rows: list[Row] = []  # in the batch's row order
 
@@ -142,6 +144,10 @@ class BatchScheduler(Scheduler):
         model = eager_model(engine.model) if engine.hf is None and engine.backend == "torch" else None
         if model is None:
             log.warning("this model cannot be batched (%s backend); serving one request at a time", engine.backend)
+        elif self.auto and engine.device == "cpu" and engine.quant == "int8":
+            # Its linear layers run per canvas to keep answers exact, and a CPU pass is compute-bound:
+            # one at a time (each client's contexts kept) measured as fast or faster at 1-64 clients.
+            log.info("int8 on the CPU: serving one request at a time (--batch batches anyway)")
         else:
             self.batch = BatchStep(model, self.max_batch, engine.ids.mask)
         super().start(engine)

@@ -152,7 +152,7 @@ def server(shipped_model_dir, tmp_path_factory):
     s = Served(
         tmp_path_factory.mktemp("serve") / "server.log",
         "--model", str(shipped_model_dir), "--max-queue", "1", "--max-body-bytes", "65536",
-        "--max-deadline-ms", "30000", "--log-level", "warning", "--max-batch", "8",
+        "--max-deadline-ms", "30000", "--log-level", "warning", "--batch", "--max-batch", "8",
     )  # fmt: skip
     try:
         s.wait_ready()
@@ -353,8 +353,8 @@ def test_a_public_address_needs_a_key():
     assert r.returncode == 2 and b"needs an API key" in r.stderr
 
 
-def test_bench_serve_against_the_running_server(server):
-    from celeris_complete.bench_serve import run, table
+def test_bench_serve_against_the_running_server(server, shipped_model_dir):
+    from celeris_complete.bench_serve import engine_alone, places, run, table
 
     result = run([1, 2], 1.0, url=server.url, requests=6)
     rows = result["rows"]
@@ -364,6 +364,8 @@ def test_bench_serve_against_the_running_server(server):
     assert all(r["p50_ms"] <= r["p99_ms"] and r["server_work_p50_ms"] > 0 for r in rows), str(rows)
     assert table(result).splitlines()[0].startswith("| clients | requests | throughput")
     assert result["engine_alone"] is None  # a server it did not start: its engine is not here to measure
+    paired = engine_alone(str(shipped_model_dir), places(6), 4, True, 1, None, url=server.url)
+    assert paired["requests"] == 4 and paired["through_server_p50_ms"] > 0 and "loopback_adds_p50_ms" in paired
 
 
 def test_bench_serve_measures_the_engine_alone_as_the_loopback_reference(tiny_model_dir):
@@ -374,8 +376,8 @@ def test_bench_serve_measures_the_engine_alone_as_the_loopback_reference(tiny_mo
     row = {"clients": 1, "requests": 5, "throughput_rps": 1, "p50_ms": alone["p50_ms"] + 2, "p95_ms": 1,
            "p99_ms": 1, "server_queue_p50_ms": 0, "server_work_p50_ms": 1, "http_overhead_p50_ms": 1,
            "rejected_429": 0, "deadline_504": 0, "errors": 0}  # fmt: skip
-    shown = table({"rows": [row], "engine_alone": {**alone, "loopback_adds_p50_ms": 2.0}})
-    assert "one client through the server adds 2.0 ms at the p50" in shown
+    shown = table({"rows": [row], "engine_alone": {**alone, "through_server_p50_ms": 9, "loopback_adds_p50_ms": 2.0}})
+    assert "the server and loopback add 2.0 ms" in shown
 
 
 # ------------------------------------------------------------------------------------------------

@@ -170,3 +170,16 @@ def test_a_request_alone_takes_the_engines_own_step(engine, scheduler, monkeypat
     assert kind == "done" and batched == []
     alone = engine.complete(body["prompt"], body["suffix"], mode=body["mode"])
     assert (result.completions[0].raw, result.completions[0].steps) == (alone.raw, alone.steps)
+
+
+def test_by_default_an_int8_model_on_the_cpu_is_served_one_request_at_a_time(engine):
+    assert engine.quant == "int8" and engine.device == "cpu"
+    for auto, batched in ((True, False), (False, True)):
+        s = BatchScheduler(8, 4, auto=auto)
+        s.start(engine)
+        try:
+            assert (s.batch is not None) == batched
+            (c,) = submit_all(s, [{"prefix": "def add(a, b):\n    return ", "suffix": "\n", "mode": "line"}])
+            assert c.result()[0] == "done"
+        finally:
+            s.close()
