@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .model import KV
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch loads with the model (the server answers /health before: see serve.py)
     from .engine import Engine
+    from .model import KV
 
 CLIENT_CACHE = 2  # contexts kept per client (the last one and the one before, for a client that goes back)
 MAX_CLIENTS = 32  # clients whose contexts are kept (about 5 MB per context at the full length)

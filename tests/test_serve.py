@@ -466,3 +466,10 @@ def test_clients_that_vanish_mid_stream_or_send_garbage(server, client):
     r = client.post("/v1/fim/completions", content=b"\xff\xfe not utf-8")
     assert r.status_code == 400
     assert client.post("/v1/fim/completions", json=PLACE).status_code == 200, "the server still answers"
+
+
+def test_the_server_module_loads_without_torch():
+    """torch loads with the model, in the background: the server binds and answers /health before."""
+    code = "import sys, celeris_complete.serve; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
