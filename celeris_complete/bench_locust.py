@@ -61,7 +61,7 @@ def level(url: str, users: int, seconds: float, out: Path, api_key: str | None) 
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    progress=None, threads: int | None = None, batch: bool = True, quant: str | None = None,
+    progress=None, threads: int | None = None, batch: bool | None = None, quant: str | None = None,
 ) -> dict:  # fmt: skip
     proc = None
     with tempfile.TemporaryDirectory() as tmp:

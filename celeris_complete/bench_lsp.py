@@ -186,13 +186,13 @@ async def _run(
                 )
             )
             line, col = (line + 1, 0) if ch == "\n" else (line, col + len(ch.encode("utf-16-le")) // 2)
+            last_timings.clear()  # (an invoked request's, or a document's open)
             sent = time.perf_counter()
             result = await inline_completion(client, uri, line, col)
             took = time.perf_counter() - sent
             latencies.append(took * 1e3)
             if trace is not None:  # the server notifies its timings before it answers
                 trace.append({"ms": took * 1e3, "timings": plain(last_timings[-1]) if last_timings else None})
-                last_timings.clear()
             answered_in_time += took <= interval
             shown += bool(result and result.items)
             keystrokes += 1

@@ -174,11 +174,13 @@ def free_port() -> int:
 
 
 def start_server(
-    model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool = True, quant: str | None = None
+    model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool | None = None,
+    quant: str | None = None,
 ) -> tuple[subprocess.Popen, str]:
+    """``batch`` None: the server's own default."""
     port = free_port()
     args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
-    args += ["--batch" if batch else "--no-batch"]
+    args += [] if batch is None else ["--batch" if batch else "--no-batch"]
     args += ["--log-level", "warning"] + (["--model", model] if model else [])
     args += ["--threads", str(threads)] if threads is not None else []
     args += ["--quant", quant] if quant else []
@@ -200,10 +202,13 @@ def start_server(
 
 def run(
     levels: list[int], seconds: float, url: str | None = None, model: str | None = None, api_key: str | None = None,
-    requests: int = 200, progress=None, threads: int | None = None, batch: bool = True, quant: str | None = None,
+    requests: int = 200, progress=None, threads: int | None = None, batch: bool | None = None, quant: str | None = None,
     typing: bool = False,
 ) -> dict:  # fmt: skip
-    """``batch``: whether the server this starts batches requests (a running server says so in /health)."""
+    """``batch``: whether the server this starts batches requests, None its default (a running server says
+    so in /health).  The loopback reference (``engine_alone``) is ``Engine.complete``, which a server
+    serving one at a time runs too; a batching server plans with one draft candidate and no earlier
+    answers, so there the difference also holds what that changes."""
     bodies = places(requests)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     proc = None

@@ -661,8 +661,9 @@ def bench_serve(
     api_key_env: Annotated[Optional[str], typer.Option(help="Send this environment variable's key.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads of the server it starts (0: all).")] = None,
     batch: Annotated[
-        bool, typer.Option("--batch/--no-batch", help="Whether the server it starts batches requests.")
-    ] = True,
+        Optional[bool],
+        typer.Option("--batch/--no-batch", help="Whether the server it starts batches requests (default: its own)."),
+    ] = None,
     quant: Annotated[Optional[str], typer.Option(help="--quant of the server it starts (default: its own).")] = None,
     typing: Annotated[
         bool, typer.Option("--typing", help="Each client types into a place, a few characters per request.")

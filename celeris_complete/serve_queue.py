@@ -191,4 +191,5 @@ class Scheduler:
             snippets=job.snippets,
             file_start=job.file_start,
             file_end=job.file_end,
+            source=f"client:{job.client}",  # its own earlier answers as drafts, never another client's
         )

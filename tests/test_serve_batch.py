@@ -103,6 +103,8 @@ def test_one_at_a_time_clients_typing_in_turn_keep_their_own_contexts(engine):
     one.start(engine)
     try:
         own_before = vars(engine.cache.stats).copy()
+        engine.previous._answers.pop(None, None)
+        keys_before = set(engine.previous._answers)
         bodies = places(6, seed=3)
         states = []
         for typed in range(3):  # six clients, each types into its place, in turn
@@ -112,6 +114,9 @@ def test_one_at_a_time_clients_typing_in_turn_keep_their_own_contexts(engine):
                 states.append(c.result()[1].completions[0].cache)
         assert states[:6] == ["miss"] * 6 and set(states[6:]) == {"partial"}, states
         assert vars(engine.cache.stats) == own_before, "the engine's own cache was left alone"
+        # Earlier answers become drafts for their own client only, never for another one.
+        kept = set(engine.previous._answers) - keys_before
+        assert kept and kept <= {f"client:c{k}" for k in range(6)}, kept
     finally:
         one.close()
 
