@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # torch loads with the model (the server answers /health before: see serve.py)
-    from .engine import Engine
     from .model import KV
 
 CLIENT_CACHE = 2  # contexts kept per client (the last one and the one before, for a client that goes back)
@@ -91,17 +90,3 @@ class ClientContexts:
                 self._caches.popitem(last=False)
         self._caches.move_to_end(client)
         return found
-
-    def kv(self, engine: Engine, client: str, tokens: list[int]):
-        """The context's keys/values and "hit", "partial" or "miss" (as ``Engine._context_kv``)."""
-        import torch
-
-        cache = self.cache(client)
-        key = np.asarray(tokens, dtype=np.int64)
-        past, n = cache.lookup(key)
-        if past is not None and n == len(tokens):
-            return past, "hit"
-        new = torch.tensor([tokens[n:]], dtype=torch.long, device=engine.device)
-        _, kv = engine.model.encode_context(new, past=past)
-        cache.store(key, kv)
-        return kv, "miss" if past is None else "partial"

@@ -224,19 +224,12 @@ def _document_following(text: str, line: str, counts: Counter) -> None:
     i = text.find(line)
     while i >= 0:
         if _indented_at(text, i):
-            j = i + len(line)
-            while j < len(text) and text[j] in " \t":
-                j += 1
-            if text.startswith("\r\n", j):
-                j += 2
-            elif text.startswith("\n", j):
-                j += 1
-            else:
-                j = -1
-            if j >= 0:
-                while j < len(text) and text[j] in " \t":
-                    j += 1
-                rest = _rest_of_line(text, j).rstrip()
+            end = i + len(line)
+            tail = _rest_of_line(text, end)
+            end += len(tail)
+            newline = 2 if text.startswith("\r\n", end) else 1 if text.startswith("\n", end) else 0
+            if newline and not tail.strip(" \t"):
+                rest = _rest_of_line(text, end + newline).strip(" \t").rstrip()
                 if rest:
                     counts[rest] += 1
         i = text.find(line, i + 1)

@@ -204,8 +204,8 @@ class BatchScheduler(Scheduler):
                 seed = secrets.randbelow(2**31)  # a fresh draw per request, as the APIs do without a seed
             p = plan(engine, job, seed)
             t0 = time.perf_counter()
-            with engine.lock, torch.inference_mode():
-                kv, cache = self.contexts.kv(engine, job.client or "", p.ctx.tokens)
+            with engine.using_cache(self.contexts.cache(job.client or "")), engine.lock, torch.inference_mode():
+                kv, cache = engine.impl.encode(p.ctx)
             t1 = time.perf_counter()
         except Exception as exc:
             self._fail(job, exc)
