@@ -115,7 +115,10 @@ def evaluate(
     generated = []
     for i, task in enumerate(tasks):
         try:
-            done = engine.complete(task["prompt"], task["suffix"], mode=mode, steps=steps)
+            # The removed lines left as an editor shows them: one empty line, the cursor at its start (the
+            # task's suffix starts on the line after). The answer is that line: ``candidate`` ends it.
+            suffix = "\n" + task["suffix"]
+            done = engine.complete(task["prompt"], suffix, mode=mode, steps=steps, language="python")
             text, latency, error = done.text, done.timings_ms["total"], ""
         except Exception as exc:  # a failure to generate counts as a failure
             text, latency, error = "", 0.0, f"generation failed: {exc}"

@@ -993,13 +993,14 @@ def infill(
     except CelerisError as exc:
         fail(str(exc))
     newline = "\r\n" if "\r\n" in text else "\n"
+    language = "python" if path_str == "-" else path_str  # a .py file's answers are checked by the parser
     notice = getattr(engine.impl, "announcement", lambda: None)()
     if notice:
         typer.echo(notice, err=True)
 
     def run(prefix: str, suffix: str):
         try:
-            done = engine.complete(prefix, suffix, max_tokens=max_tokens)
+            done = engine.complete(prefix, suffix, max_tokens=max_tokens, language=language)
         except CelerisError as exc:  # a remote endpoint that fails
             fail(str(exc))
         return done, done.text.replace("\n", newline) if newline != "\n" else done.text

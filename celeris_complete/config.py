@@ -122,6 +122,15 @@ OPTIONS: dict[str, Option] = {
         "Judge each draft with its own tokens in the canvas (all drafts in one batched model call) rather than by "
         "the first step's prediction alone.",
     ),
+    "syntax_candidates": Option(
+        int,
+        4,
+        "Python: when the parser puts a syntax error in the answer's own lines, sample this many other answers in "
+        "one batch and take the first that parses (none does: nothing where the code parsed without the answer, "
+        "else the answer as it was); 0: off.",
+        minimum=0,
+        maximum=16,
+    ),
     "adapt": Option(
         bool,
         False,

@@ -32,6 +32,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
+from .syntax_check import BLAMED, is_python, judge, repair, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -56,6 +57,9 @@ class Completion:
     snippet_tokens: int = 0  # context tokens taken by snippets from other files
     draft: dict | None = None  # the draft offered: its source, its tokens, how many the model kept
     alternatives: tuple[str, ...] = ()  # sampled completions, as ``text`` (they may repeat it or each other)
+    # The parser's verdict (Python): "ok", "elsewhere" (the window is broken whatever the answer), or
+    # for an answer it blamed: "replaced" (by a sampled answer that parses), "withheld" or "kept".
+    syntax: str = ""
 
 
 class Engine:
@@ -146,6 +150,7 @@ class Engine:
         alternatives: int = 1,
         on_step=None,
         drafts: Sequence[Draft] = (),
+        language: str | None = None,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -161,6 +166,8 @@ class Engine:
         the answer itself is the same as without them.
         ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
         step (see ``canvas_text``), before post-processing.
+        ``language`` (an LSP language id or a file name): for Python, an answer the parser blames is
+        replaced by a sampled one that parses (setting ``syntax_candidates``; see ``syntax_check.py``).
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -200,7 +207,9 @@ class Engine:
         t_draft = time.perf_counter()
         kept: list[int] = []
         chosen: list[int] = []
-        first = [] if alternatives > 1 and can.alternatives else None  # the first step's prediction, for them
+        check = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
+        # The first step's prediction, for alternatives (asked for, or to replace an answer the parser blames).
+        first = [] if (alternatives > 1 or check) and can.alternatives else None
         report = None
         if on_step is not None and can.on_step:
 
@@ -237,21 +246,40 @@ class Engine:
                 draft_chosen=chosen,
             )
             t3 = time.perf_counter()
-            if first is not None:
-                sampled = replace(
-                    settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
-                )
+            sampled = replace(
+                settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
+            )
+            rows = None
+            if alternatives > 1 and first is not None:
                 rows = self._alternatives(
                     kv, ctx, canvas, sampled, alternatives - 1, first, first_allowed, mode, should_stop, should_cancel
                 )
-        t_alt = time.perf_counter()
-        span = span_tokens(out[0], self.ids.eos)
-        raw = self.tok.decode(span)
-        after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
-        t4 = time.perf_counter()
-        text = postprocess(after_cursor, prefix, suffix, mode)
-        others = () if first is None else tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
-        t5 = time.perf_counter()
+            t_alt = time.perf_counter()
+            span = span_tokens(out[0], self.ids.eos)
+            raw = self.tok.decode(span)
+            after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
+            t4 = time.perf_counter()
+            text = postprocess(after_cursor, prefix, suffix, mode)
+            others = () if rows is None else tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
+            t5 = time.perf_counter()
+            verdict = ""
+            if check:  # under the lock: a blamed answer's replacements decode on the same keys/values
+                win = window(prefix, suffix)
+                verdict = judge(win, text)
+                if verdict == BLAMED:
+                    text, verdict = repair(
+                        text, prefix, suffix, win, others,
+                        lambda: [
+                            self._text(row, ctx.heal, prefix, suffix, mode)
+                            for row in self._alternatives(
+                                kv, ctx, canvas, sampled, s.syntax_candidates, first, first_allowed, mode,
+                                should_stop, should_cancel,
+                            )
+                        ],
+                    )  # fmt: skip
+                # Alternatives the user asked for: none the compiler blames either.
+                others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
+        t6 = time.perf_counter()
         timings = {
             "tokenize": (t_draft0 - t0) * 1e3,
             "draft": (t_draft - t_draft0) * 1e3,
@@ -260,10 +288,11 @@ class Engine:
             "refine": (t3 - t2) * 1e3,
             "detokenize": (t4 - t_alt) * 1e3,
             "postprocess": (t5 - t4) * 1e3,
-            "total": (t5 - t0) * 1e3,
+            "syntax": (t6 - t5) * 1e3,
+            "total": (t6 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
-        if first is not None:
+        if rows is not None:
             timings["alternatives"] = (t_alt - t3) * 1e3  # their decode; their post-processing is in postprocess
         offered = None
         if offers:
@@ -279,7 +308,7 @@ class Engine:
             self.previous.record(source, prefix, text)
         return Completion(
             text, mode, ran, len(span), cache_state, len(ctx.tokens), timings, raw, ctx.heal, ctx.snippet_tokens,
-            offered, others,
+            offered, others, verdict,
         )  # fmt: skip
 
     @contextmanager

@@ -410,6 +410,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         documents = ls.open_documents() if ls.settings.snippet_tokens > 0 or ls.settings.drafts else {}
         cheap_drafts = ls.typing.drafts(uri, prefix) if ls.settings.drafts else []
         chosen = []
+        language = ls.document(uri).language_id or uri  # Python answers are checked by the parser
 
         def call(should_cancel):
             ls.calls_started += 1
@@ -431,6 +432,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 source=key,
                 alternatives=alternatives,  # decoded together, inside the one budget
                 drafts=cheap_drafts,
+                language=language,
             )
 
         from celeris_complete.engine import Cancelled
@@ -463,6 +465,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "snippets": [{"source": c.source, "line": c.line} for c in chosen],
                 "snippet_tokens": done.snippet_tokens,
                 "draft": done.draft,
+                "syntax": done.syntax,
             },
         )
         return [lead + t for t in texts], replace

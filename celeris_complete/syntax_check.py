@@ -1,0 +1,205 @@
+"""Python answers judged by the compiler: is a syntax error the answer's own, and what to show instead.
+
+The model is small and most of its wrong answers cannot be Python at all (an unclosed bracket, a
+keyword where a name belongs, the wrong indentation): on HumanEval-Infilling 85% of the shipped
+model's non-empty single-line answers left a program that does not compile. The compiler tells in
+about a millisecond. Only the code around the cursor is compiled: the innermost function that
+encloses the cursor (dedented), or else the top-level statement (from the last line before the
+cursor that starts a statement at column 0 to the next such line after it). So a slice of a huge
+file, or an error elsewhere in it, costs little and judges nothing: an answer is blamed when the
+compiler's error lies in the answer's own lines, or anywhere when the window compiles without it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+SCAN_LINES = 400  # how far the window may reach on either side of the cursor
+# Lines at column 0 that go on a statement rather than start one.
+CONTINUES = ("else", "elif", "except", "finally")
+
+OK, BLAMED, ELSEWHERE = "ok", "blamed", "elsewhere"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _starts_statement(line: str) -> bool:
+    if not line or not (line[0].isalpha() or line[0] in "_@"):
+        return False
+    return line.split(None, 1)[0].rstrip(":") not in CONTINUES
+
+
+def _dedent(lines: list[str], shift: int) -> list[str]:
+    pad = " " * shift
+    return [ln[shift:] if ln.startswith(pad) else ln.lstrip(" ") for ln in lines]
+
+
+@dataclass(frozen=True)
+class Window:
+    """The code around the cursor that the compiler sees: ``before`` and ``after`` the answer, with
+    ``shift`` columns taken off every line but the cursor's own continuation."""
+
+    before: str
+    after: str
+    shift: int = 0
+
+    def source(self, text: str) -> str:
+        if self.shift and "\n" in text:
+            first, rest = text.split("\n", 1)
+            text = first + "\n" + "\n".join(_dedent(rest.split("\n"), self.shift))
+        return self.before + text + self.after
+
+    def answer_lines(self, text: str) -> tuple[int, int]:
+        first = self.before.count("\n") + 1
+        return first, first + text.count("\n")
+
+
+def window(prefix: str, suffix: str) -> Window:
+    """The innermost ``def`` that encloses the cursor (by indentation), or the top-level statement."""
+    lines = prefix.split("\n")[-SCAN_LINES:]
+    typed = lines[-1]
+    deepest = _indent(typed) if typed else 0  # how far in every line so far is (at column 0: no def encloses)
+    start, shift = 0, 0
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        if not line.strip():
+            continue
+        ind = _indent(line)
+        if i < len(lines) - 1 and ind < deepest and line.lstrip().startswith(("def ", "async def ")):
+            start, shift = i, ind
+            break
+        if ind == 0 and _starts_statement(line):
+            start = i
+            break
+        if line.lstrip()[0] != "#":
+            deepest = min(deepest, ind)
+    body = lines[start:]
+    before = "\n".join(_dedent(body[:-1], shift) + [body[-1][shift:] if shift else body[-1]])
+    after_lines = suffix.split("\n")
+    end = len(after_lines)
+    for j in range(1, min(len(after_lines), SCAN_LINES)):
+        line = after_lines[j]
+        if line.strip() and (_indent(line) <= shift if shift else _starts_statement(line)):
+            if shift == 0 or line.lstrip()[0] != "#":
+                end = j
+                break
+    else:
+        end = min(len(after_lines), SCAN_LINES)
+    rest = after_lines[:end]
+    after = "\n".join(rest[:1] + _dedent(rest[1:], shift)) + ("\n" if end < len(after_lines) else "")
+    return Window(before, after, shift)
+
+
+def error_line(source: str) -> int:
+    """0 when ``source`` compiles, else the line of the compiler's syntax error (-1: no line given).
+    Compiled, not only parsed: ``return`` or ``break`` outside what allows them are errors too."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings (an odd escape) are no verdict
+            compile(source, "<completion>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return exc.lineno if exc.lineno is not None else -1
+    except (ValueError, MemoryError, RecursionError):  # null bytes, absurd nesting
+        return -1
+    return 0
+
+
+def judge(win: Window, text: str) -> str:
+    """``OK`` when the window compiles with ``text``; ``BLAMED`` when it does not and the error lies in
+    the lines ``text`` spans, or anywhere when the window compiles without it (an answer that makes
+    the next line an unexpected indent); ``ELSEWHERE`` otherwise (the window is broken whatever the
+    answer: the user is in the middle of an edit)."""
+    line = error_line(win.source(text))
+    if line == 0:
+        return OK
+    first, last = win.answer_lines(text)
+    if first <= line <= last:
+        return BLAMED
+    return BLAMED if error_line(win.source("")) == 0 else ELSEWHERE
+
+
+def is_python(language: str | None) -> bool:
+    """A language id (LSP), a file name or a suffix that says Python."""
+    if not language:
+        return False
+    lang = language.lower()
+    return lang in ("python", "py", "pyi") or lang.endswith((".py", ".pyi", ".pyw"))
+
+
+def indent_levels(prefix: str, suffix: str) -> list[int]:
+    """Where a line written at a blank cursor line plausibly starts, likeliest first: the body of the
+    line before when it ends with a colon, else that line's level; the next line's level; then each
+    shallower level the lines before use (a dedent)."""
+    lines = prefix.split("\n")[-SCAN_LINES:-1]
+    prev = next((ln for ln in reversed(lines) if ln.strip()), "")
+    nxt = next((ln for ln in suffix.split("\n")[1:SCAN_LINES] if ln.strip()), None)
+    seen = sorted({_indent(ln) for ln in lines if ln.strip()})
+    unit = next((n for n in seen if n > 0), 4)
+    levels = [_indent(prev) + unit if prev.rstrip().endswith(":") else _indent(prev)]
+    if nxt is not None:
+        levels.append(_indent(nxt))
+    levels += [n for n in reversed(seen) if n < _indent(prev)]
+    return list(dict.fromkeys(levels))
+
+
+def reindentations(text: str, prefix: str, suffix: str) -> list[str]:
+    """``text`` moved to each other plausible level (every line by the same amount) when the cursor
+    stands in the indentation of a blank line; [] otherwise, or where tabs indent."""
+    typed = prefix[prefix.rfind("\n") + 1 :]
+    first = text.split("\n", 1)[0]
+    if typed.strip() or "\t" in typed or not first.strip() or "\t" in first[: _indent(first) + 1]:
+        return []
+    own = len(typed) + _indent(first)
+    out = []
+    lines = text.split("\n")
+    for level in indent_levels(prefix, suffix):
+        if level == own or level < len(typed):
+            continue
+        shift = level - own
+        moved = [" " * (level - len(typed)) + lines[0].lstrip(" ")]
+        moved += [" " * max(0, _indent(ln) + shift) + ln.lstrip(" ") if ln.strip() else ln for ln in lines[1:]]
+        out.append("\n".join(moved))
+    return out
+
+
+def shortened(text: str) -> list[str]:
+    """A block's leading whole lines, longest first (without its last line, and so on down to one)."""
+    lines = text.rstrip("\n").split("\n")
+    return ["\n".join(lines[:n]) for n in range(len(lines) - 1, 0, -1) if lines[n - 1].strip()]
+
+
+def first_compiling(texts, win: Window) -> str | None:
+    """The first non-empty text with which the window compiles."""
+    for text in texts:
+        if text.strip() and error_line(win.source(text)) == 0:
+            return text
+    return None
+
+
+def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:
+    """What to show instead of ``text``, an answer the compiler blamed, and the verdict. In order: the
+    answer at another indentation that compiles (at a blank line); its longest run of first lines that
+    compiles (a block); where the window compiles without an answer (so that the compiler can judge
+    any answer) or at a blank line, the first sampled answer (``others``, else ``sample()``: model
+    calls) that compiles as it is, re-indented or shortened. Failing all: nothing where the window
+    compiles without an answer, else ``text`` as it was (the user may be in the middle of an edit the
+    compiler cannot judge). Mid-line in a window that does not compile, no samples are drawn: while
+    the user types a line the window seldom compiles, and their time would double a keystroke's."""
+    fixed = first_compiling(reindentations(text, prefix, suffix), win)
+    if fixed is not None:
+        return fixed, "reindented"
+    fixed = first_compiling(shortened(text), win)
+    if fixed is not None:
+        return fixed, "shortened"
+    clean = error_line(win.source("")) == 0
+    if not clean and prefix[prefix.rfind("\n") + 1 :].strip():
+        return text, "kept"
+    candidates = [c for c in (others or sample()) if c.strip() and c != text]
+    variants = (v for c in candidates for v in (c, *reindentations(c, prefix, suffix), *shortened(c)))
+    fixed = first_compiling(variants, win)
+    if fixed is not None:
+        return fixed, "replaced"
+    return ("", "withheld") if clean else (text, "kept")

@@ -1,0 +1,204 @@
+"""The compiler's verdict on Python answers: the window around the cursor, blame, and the repairs."""
+
+import gzip
+import json
+
+import pytest
+
+from celeris_complete.bench_quality import DATA_DIR, SETS
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Engine
+from celeris_complete.syntax_check import (
+    BLAMED,
+    ELSEWHERE,
+    OK,
+    error_line,
+    indent_levels,
+    is_python,
+    judge,
+    reindentations,
+    repair,
+    shortened,
+    window,
+)
+
+MODULE = """import os
+
+
+class A:
+    x = 1
+
+    def f(self, a):
+        if a:
+            return 1
+        y = foo(
+            a,
+        )
+        return y
+
+    def g(self):
+        return 2
+
+
+def top():
+    pass
+"""
+
+
+def cut(source: str, marker: str, after: int = 0) -> tuple[str, str]:
+    """(prefix, suffix) with the cursor ``after`` characters into ``marker`` and the rest of its line removed."""
+    at = source.index(marker) + after
+    return source[:at], source[source.index("\n", at) :]
+
+
+def test_the_window_is_the_enclosing_method_dedented():
+    prefix, suffix = cut(MODULE, "return 1", len("return"))
+    win = window(prefix, suffix)
+    assert win.shift == 4
+    assert win.before.startswith("def f(self, a):\n    if a:\n")
+    assert win.after.rstrip().endswith("return y") and "def g" not in win.after
+    assert judge(win, " 1") == OK
+    assert judge(win, " (1") == BLAMED  # an unclosed bracket in the answer's own line
+    # The answer's later lines are dedented with the window.
+    assert judge(win, " 1\n        z = 2") == OK
+
+
+def test_at_column_zero_the_window_is_the_top_level_statement():
+    prefix = MODULE[: MODULE.index("        y = foo(")]
+    win = window(prefix, "\n" + MODULE[len(prefix) :])
+    assert win.shift == 0 and win.before.startswith("class A:")
+    assert judge(win, "        y = 2") == OK
+    assert judge(win, "y = 2") == BLAMED  # ends the class: the method's next line is an unexpected indent
+
+
+def test_an_error_elsewhere_blames_nobody_but_breaking_clean_code_is_blamed():
+    broken = "def f():\n    x = (\n    y = 1\n    return "
+    assert judge(window(broken, "\n"), "y") == ELSEWHERE  # the user's unclosed bracket, before the answer
+    clean_prefix, clean_suffix = "def f(a):\n    if a:\n        b = 1\n", "\n    return a\n"
+    win = window(clean_prefix, clean_suffix)
+    assert error_line(win.source("")) == 0
+    assert judge(win, "    return") == OK
+    assert judge(win, "return") == BLAMED  # compiles alone, breaks the next line's indentation
+
+
+def test_compiled_not_only_parsed():
+    assert error_line("return 1\n") > 0  # parses, does not compile
+    assert error_line("def f():\n    return 1\n") == 0
+    assert error_line("x = '\\d'\n") == 0  # a SyntaxWarning is no verdict
+    assert error_line("x = 1\x00") == -1
+
+
+def test_reindentations_at_a_blank_line_only():
+    prefix, suffix = "def f(a):\n    for x in a:\n", "\n    return a\n"
+    assert indent_levels(prefix, suffix)[:2] == [8, 4]
+    assert reindentations("print(x)", prefix, suffix)[:2] == ["        print(x)", "    print(x)"]
+    assert reindentations("if x:\n    y()", prefix, suffix)[0] == "        if x:\n            y()"
+    assert reindentations("x)", "def f(a):\n    g(", suffix) == []  # mid-line: the indentation is set
+    assert reindentations("\tx", "def f(a):\n", suffix) == []  # tabs: left alone
+
+
+def test_shortened_keeps_whole_leading_lines():
+    assert shortened("a = 1\nb = (\nc") == ["a = 1\nb = (", "a = 1"]
+    assert shortened("one line") == []
+
+
+def test_repair_order_and_withholding():
+    prefix, suffix = "def f(a):\n    for x in a:\n", "\n    return a\n"
+    win = window(prefix, suffix)
+    never = lambda: pytest.fail("sampled although a cheaper repair worked")  # noqa: E731
+    assert repair("total += x", prefix, suffix, win, (), never) == ("        total += x", "reindented")
+    block = "        total += x\n        if x:"
+    assert repair(block, prefix, suffix, win, (), never) == ("        total += x", "shortened")
+    asked = []
+    samples = ["        (", "        print(x)"]
+    assert repair("        (", prefix, suffix, win, (), lambda: asked.append(1) or samples) == (
+        "        print(x)",
+        "replaced",
+    )
+    assert asked == [1]
+    # Nothing compiles: at a loop with no body yet the window never compiled, so the answer stays;
+    # where it compiles without an answer, nothing is shown.
+    assert repair("        (", prefix, suffix, win, (), lambda: ["        ]"]) == ("        (", "kept")
+    clean_prefix = "def f(a):\n    b = 1\n"
+    clean = window(clean_prefix, suffix)
+    assert repair("    (", clean_prefix, suffix, clean, (), lambda: ["    ]"]) == ("", "withheld")
+    assert repair("    (", clean_prefix, suffix, clean, ["    b += 1"], never) == ("    b += 1", "replaced")
+    # Mid-line in a window that does not compile: no samples, the answer stays.
+    mid_prefix = "def f(a):\n    x = foo(a, "
+    mid = window(mid_prefix, "\n    return a\n")
+    assert repair("b))", mid_prefix, "\n    return a\n", mid, (), never) == ("b))", "kept")
+
+
+def test_is_python():
+    assert is_python("python") and is_python("/a/b.py") and is_python("file:///x/y.pyi")
+    assert not is_python(None) and not is_python("javascript") and not is_python("a.js")
+
+
+@pytest.fixture(scope="module")
+def engine(shipped_model_dir):
+    settings = load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "none")
+    return Engine(settings)
+
+
+def humaneval_single(n: int) -> list[dict]:
+    with gzip.open(DATA_DIR / SETS["single"], "rt", encoding="utf-8") as fh:
+        tasks = [json.loads(line) for line in fh]
+    return tasks[:: len(tasks) // n][:n]
+
+
+def test_the_engine_shows_python_that_compiles_or_nothing(engine):
+    """Whatever the model says: where the code compiles without an answer, the answer shown compiles
+    (or is empty). Without a language, or with the setting at 0, answers are not judged."""
+    verdicts = []
+    for task in humaneval_single(40):
+        prefix, suffix = task["prompt"], "\n" + task["suffix"]
+        done = engine.complete(prefix, suffix, mode="line", language="python")
+        verdicts.append(done.syntax)
+        assert "syntax" in done.timings_ms
+        win = window(prefix, suffix)
+        if error_line(win.source("")) == 0:
+            assert done.text == "" or error_line(win.source(done.text)) == 0, (task["task_id"], done.text)
+            assert done.syntax in ("ok", "reindented", "shortened", "replaced", "withheld")
+        plain = engine.complete(prefix, suffix, mode="line")
+        assert plain.syntax == ""
+    assert verdicts.count("ok") < len(verdicts)  # the shipped model's answers do get repaired here
+    assert {"reindented", "replaced", "withheld"} & set(verdicts), verdicts
+
+
+def test_the_setting_turns_it_off(shipped_model_dir):
+    settings = load_settings(
+        {"model": str(shipped_model_dir), "syntax_candidates": 0}, environ={}, user_file=shipped_model_dir / "none"
+    )
+    off = Engine(settings)
+    task = humaneval_single(1)[0]
+    assert off.complete(task["prompt"], "\n" + task["suffix"], mode="line", language="python").syntax == ""
+
+
+def test_the_language_server_judges_python_documents_only(shipped_model_dir):
+    """Through the real server: a Python document's answers get the compiler's verdict (and the shown
+    text compiles where the code compiled without it), a plain-text document's do not."""
+    from tests.lsp_session import Session, run
+
+    text = "def total(items):\n    result = 0\n    for item in items:\n        \n    return result\n"
+    win = window(text[: text.index("        \n") + 8], text[text.index("        \n") + 8 :])
+    assert error_line(win.source("")) != 0  # a loop without a body: blank-line answers are still judged
+
+    async def scenario():
+        s = Session(shipped_model_dir, {"drafts": False})
+        await s.start()
+        s.open("file:///project/app.py", text, "python")
+        s.open("file:///project/notes.txt", text, "plaintext")
+        py = await s.inline("file:///project/app.py", 3, 8)
+        py_timing = s.timings[-1]
+        txt = await s.inline("file:///project/notes.txt", 3, 8)
+        txt_timing = s.timings[-1]
+        await s.stop()
+        return py, py_timing, txt, txt_timing
+
+    py, py_timing, txt, txt_timing = run(scenario())
+    get = lambda obj, key: obj[key] if isinstance(obj, dict) else getattr(obj, key)  # noqa: E731
+    assert get(py_timing, "syntax") in ("ok", "reindented", "shortened", "replaced", "kept", "elsewhere")
+    assert get(txt_timing, "syntax") == ""
+    for item in py.items:
+        if get(py_timing, "syntax") in ("ok", "reindented", "replaced"):
+            assert error_line(win.source(item.insert_text)) == 0
