@@ -125,9 +125,10 @@ OPTIONS: dict[str, Option] = {
     "syntax_candidates": Option(
         int,
         4,
-        "Python: when the parser puts a syntax error in the answer's own lines, sample this many other answers in "
-        "one batch and take the first that parses (none does: nothing where the code parsed without the answer, "
-        "else the answer as it was); 0: off.",
+        "Python: when the compiler puts a syntax error in the answer's own lines, try it re-indented and shortened, "
+        "then sample this many other answers in one batch (fewer for a block: as many slots as this many line "
+        "canvases) and take the first that compiles; none does: nothing where the code compiled without the "
+        "answer, else the answer as it was; 0: off.",
         minimum=0,
         maximum=16,
     ),

@@ -265,6 +265,8 @@ class Engine:
             verdict = ""
             if check:  # under the lock: a blamed answer's replacements decode on the same keys/values
                 win = window(prefix, suffix)
+                # As many slots as syntax_candidates line canvases: fewer samples of a block's larger canvas.
+                samples = max(1, -(-s.syntax_candidates * s.canvas_line // canvas))
                 verdict = judge(win, text)
                 if verdict == BLAMED:
                     text, verdict = repair(
@@ -272,8 +274,8 @@ class Engine:
                         lambda: [
                             self._text(row, ctx.heal, prefix, suffix, mode)
                             for row in self._alternatives(
-                                kv, ctx, canvas, sampled, s.syntax_candidates, first, first_allowed, mode,
-                                should_stop, should_cancel,
+                                kv, ctx, canvas, sampled, samples, first, first_allowed, mode, should_stop,
+                                should_cancel,
                             )
                         ],
                     )  # fmt: skip

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
 # Lines at column 0 that go on a statement rather than start one.
@@ -45,6 +46,16 @@ class Window:
     before: str
     after: str
     shift: int = 0
+    # At a blank cursor line: ``pass`` where a line would go (the body a ``for ...:`` still lacks).
+    placeholder: str = ""
+
+    @cached_property
+    def clean(self) -> bool:
+        """Whether the window compiles without an answer, or with ``placeholder``: then the compiler can
+        judge any answer, wherever its error lies."""
+        if error_line(self.source("")) == 0:
+            return True
+        return bool(self.placeholder) and error_line(self.source(self.placeholder)) == 0
 
     def source(self, text: str) -> str:
         if self.shift and "\n" in text:
@@ -90,7 +101,11 @@ def window(prefix: str, suffix: str) -> Window:
         end = min(len(after_lines), SCAN_LINES)
     rest = after_lines[:end]
     after = "\n".join(rest[:1] + _dedent(rest[1:], shift)) + ("\n" if end < len(after_lines) else "")
-    return Window(before, after, shift)
+    placeholder = ""
+    if not typed.strip() and "\t" not in typed:
+        level = indent_levels(prefix, suffix)[0]
+        placeholder = " " * max(0, level - len(typed)) + "pass"
+    return Window(before, after, shift, placeholder)
 
 
 def error_line(source: str) -> int:
@@ -109,8 +124,8 @@ def error_line(source: str) -> int:
 
 def judge(win: Window, text: str) -> str:
     """``OK`` when the window compiles with ``text``; ``BLAMED`` when it does not and the error lies in
-    the lines ``text`` spans, or anywhere when the window compiles without it (an answer that makes
-    the next line an unexpected indent); ``ELSEWHERE`` otherwise (the window is broken whatever the
+    the lines ``text`` spans, or anywhere when the window is clean (``Window.clean``: an answer that
+    makes the next line an unexpected indent); ``ELSEWHERE`` otherwise (the window is broken whatever the
     answer: the user is in the middle of an edit)."""
     line = error_line(win.source(text))
     if line == 0:
@@ -118,7 +133,7 @@ def judge(win: Window, text: str) -> str:
     first, last = win.answer_lines(text)
     if first <= line <= last:
         return BLAMED
-    return BLAMED if error_line(win.source("")) == 0 else ELSEWHERE
+    return BLAMED if win.clean else ELSEWHERE
 
 
 def is_python(language: str | None) -> bool:
@@ -182,10 +197,10 @@ def first_compiling(texts, win: Window) -> str | None:
 def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:
     """What to show instead of ``text``, an answer the compiler blamed, and the verdict. In order: the
     answer at another indentation that compiles (at a blank line); its longest run of first lines that
-    compiles (a block); where the window compiles without an answer (so that the compiler can judge
-    any answer) or at a blank line, the first sampled answer (``others``, else ``sample()``: model
-    calls) that compiles as it is, re-indented or shortened. Failing all: nothing where the window
-    compiles without an answer, else ``text`` as it was (the user may be in the middle of an edit the
+    compiles (a block); where the window is clean (``Window.clean``: the compiler can judge any answer)
+    or at a blank line, the first sampled answer (``others``, else ``sample()``: model calls) that
+    compiles as it is, re-indented or shortened. Failing all: nothing where the window is clean, else
+    ``text`` as it was (the user may be in the middle of an edit the
     compiler cannot judge). Mid-line in a window that does not compile, no samples are drawn: while
     the user types a line the window seldom compiles, and their time would double a keystroke's."""
     fixed = first_compiling(reindentations(text, prefix, suffix), win)
@@ -194,7 +209,7 @@ def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> 
     fixed = first_compiling(shortened(text), win)
     if fixed is not None:
         return fixed, "shortened"
-    clean = error_line(win.source("")) == 0
+    clean = win.clean
     if not clean and prefix[prefix.rfind("\n") + 1 :].strip():
         return text, "kept"
     candidates = [c for c in (others or sample()) if c.strip() and c != text]

@@ -116,9 +116,14 @@ def test_repair_order_and_withholding():
         "replaced",
     )
     assert asked == [1]
-    # Nothing compiles: at a loop with no body yet the window never compiled, so the answer stays;
-    # where it compiles without an answer, nothing is shown.
-    assert repair("        (", prefix, suffix, win, (), lambda: ["        ]"]) == ("        (", "kept")
+    # Nothing compiles: where the window compiles without an answer, or with ``pass`` in its place (the
+    # loop's missing body), nothing is shown; where it is broken anyway, the answer stays.
+    assert win.clean and error_line(win.source("")) != 0
+    assert repair("        (", prefix, suffix, win, (), lambda: ["        ]"]) == ("", "withheld")
+    broken_prefix = "def f(a):\n    b = )\n"
+    broken = window(broken_prefix, suffix)
+    assert not broken.clean
+    assert repair("    (", broken_prefix, suffix, broken, (), lambda: ["    ]"]) == ("    (", "kept")
     clean_prefix = "def f(a):\n    b = 1\n"
     clean = window(clean_prefix, suffix)
     assert repair("    (", clean_prefix, suffix, clean, (), lambda: ["    ]"]) == ("", "withheld")
@@ -181,7 +186,7 @@ def test_the_language_server_judges_python_documents_only(shipped_model_dir):
 
     text = "def total(items):\n    result = 0\n    for item in items:\n        \n    return result\n"
     win = window(text[: text.index("        \n") + 8], text[text.index("        \n") + 8 :])
-    assert error_line(win.source("")) != 0  # a loop without a body: blank-line answers are still judged
+    assert error_line(win.source("")) != 0 and win.clean  # a loop without a body: it compiles with one
 
     async def scenario():
         s = Session(shipped_model_dir, {"drafts": False})
@@ -197,8 +202,9 @@ def test_the_language_server_judges_python_documents_only(shipped_model_dir):
 
     py, py_timing, txt, txt_timing = run(scenario())
     get = lambda obj, key: obj[key] if isinstance(obj, dict) else getattr(obj, key)  # noqa: E731
-    assert get(py_timing, "syntax") in ("ok", "reindented", "shortened", "replaced", "kept", "elsewhere")
+    verdict = get(py_timing, "syntax")
+    assert verdict in ("ok", "reindented", "shortened", "replaced", "withheld"), verdict
     assert get(txt_timing, "syntax") == ""
+    assert (verdict == "withheld") == (not py.items)
     for item in py.items:
-        if get(py_timing, "syntax") in ("ok", "reindented", "replaced"):
-            assert error_line(win.source(item.insert_text)) == 0
+        assert error_line(win.source(item.insert_text)) == 0
