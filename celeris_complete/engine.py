@@ -151,6 +151,7 @@ class Engine:
         on_step=None,
         drafts: Sequence[Draft] = (),
         language: str | None = None,
+        repair_samples: bool = True,
     ) -> Completion:
         """Complete at the cursor between ``prefix`` and ``suffix``.
 
@@ -167,7 +168,8 @@ class Engine:
         ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
         step (see ``canvas_text``), before post-processing.
         ``language`` (an LSP language id or a file name): for Python, an answer the parser blames is
-        replaced by a sampled one that parses (setting ``syntax_candidates``; see ``syntax_check.py``).
+        repaired, or replaced by a sampled one that compiles (setting ``syntax_candidates``; see
+        ``syntax_check.py``); ``repair_samples`` False: by no newly sampled one (no model calls for it).
         """
         s = self.settings
         t0 = time.perf_counter()
@@ -271,7 +273,7 @@ class Engine:
                 if verdict == BLAMED:
                     text, verdict = repair(
                         text, prefix, suffix, win, others,
-                        lambda: [
+                        lambda: [] if not repair_samples else [
                             self._text(row, ctx.heal, prefix, suffix, mode)
                             for row in self._alternatives(
                                 kv, ctx, canvas, sampled, samples, first, first_allowed, mode, should_stop,

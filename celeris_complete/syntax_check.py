@@ -197,12 +197,13 @@ def first_compiling(texts, win: Window) -> str | None:
 def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:
     """What to show instead of ``text``, an answer the compiler blamed, and the verdict. In order: the
     answer at another indentation that compiles (at a blank line); its longest run of first lines that
-    compiles (a block); where the window is clean (``Window.clean``: the compiler can judge any answer)
-    or at a blank line, the first sampled answer (``others``, else ``sample()``: model calls) that
-    compiles as it is, re-indented or shortened. Failing all: nothing where the window is clean, else
-    ``text`` as it was (the user may be in the middle of an edit the
-    compiler cannot judge). Mid-line in a window that does not compile, no samples are drawn: while
-    the user types a line the window seldom compiles, and their time would double a keystroke's."""
+    compiles (a block). Then, only where the window is clean (``Window.clean``: the compiler can judge
+    any answer): at a blank line (a line to write: the user just pressed Enter), the first sampled
+    answer (``others``, else ``sample()``: model calls) that compiles as it is, re-indented or
+    shortened; failing that, nothing. Mid-line no samples are drawn (alternatives the user asked for
+    are still tried): a typed partial name compiles, so the window is often clean while the user types
+    a line, and samples on many keystrokes would make them miss the next key. Where the window is not
+    clean, ``text`` as it was (the user is in the middle of an edit the compiler cannot judge)."""
     fixed = first_compiling(reindentations(text, prefix, suffix), win)
     if fixed is not None:
         return fixed, "reindented"
@@ -210,11 +211,13 @@ def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> 
     if fixed is not None:
         return fixed, "shortened"
     clean = win.clean
-    if not clean and prefix[prefix.rfind("\n") + 1 :].strip():
+    if not clean:  # the compiler cannot judge here: nothing is worth samples
         return text, "kept"
+    if not others and prefix[prefix.rfind("\n") + 1 :].strip():  # mid-line: no samples drawn for it
+        return "", "withheld"
     candidates = [c for c in (others or sample()) if c.strip() and c != text]
     variants = (v for c in candidates for v in (c, *reindentations(c, prefix, suffix), *shortened(c)))
     fixed = first_compiling(variants, win)
     if fixed is not None:
         return fixed, "replaced"
-    return ("", "withheld") if clean else (text, "kept")
+    return "", "withheld"

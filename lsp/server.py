@@ -433,6 +433,9 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 alternatives=alternatives,  # decoded together, inside the one budget
                 drafts=cheap_drafts,
                 language=language,
+                # A keystroke must not wait for new samples to replace an answer the compiler blames
+                # (it is withheld instead); a request the user made may.
+                repair_samples=not automatic,
             )
 
         from celeris_complete.engine import Cancelled

@@ -132,6 +132,13 @@ def test_repair_order_and_withholding():
     mid_prefix = "def f(a):\n    x = foo(a, "
     mid = window(mid_prefix, "\n    return a\n")
     assert repair("b))", mid_prefix, "\n    return a\n", mid, (), never) == ("b))", "kept")
+    # Mid-line where the typed part compiles (a partial name): a broken answer is withheld, unsampled;
+    # alternatives the user asked for are still tried.
+    typed = "def f(a):\n    x = fo"
+    partial = window(typed, "\n    return a\n")
+    assert partial.clean
+    assert repair("o(a", typed, "\n    return a\n", partial, (), never) == ("", "withheld")
+    assert repair("o(a", typed, "\n    return a\n", partial, ["o(a)"], never) == ("o(a)", "replaced")
 
 
 def test_is_python():
