@@ -188,8 +188,14 @@ class Engine:
             temperature=s.temperature if temperature is None else temperature,
             seed=s.seed if seed is None else seed,
         )
-        if not can.steps:  # the backend completes whole (a remote server)
-            return b.complete(ctx, mode, max_tokens, steps, settings, deadline_ms, should_cancel, s, t0)
+        if not can.steps:  # the backend completes whole (a remote server): checked here, no samples
+            done = b.complete(ctx, mode, max_tokens, steps, settings, deadline_ms, should_cancel, s, t0)
+            if s.syntax_candidates > 0 and is_python(language) and done.text:
+                win = window(prefix, suffix)
+                if (verdict := judge(win, done.text)) == BLAMED:
+                    done.text, verdict = repair(done.text, prefix, suffix, win, (), list)
+                done.syntax = verdict
+            return done
         first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
         if mode == "line" and can.line_rules and not prefix[prefix.rfind("\n") + 1 :].strip():
             # At a blank line an answer that first ends the line would be empty after post-processing.

@@ -103,6 +103,24 @@ def test_the_same_answers_as_the_local_engine(local, remote):
     assert remote.complete(*PLACES[0][:2], steps=2, mode="block").steps == 2, "steps go to the server"
 
 
+def test_python_answers_are_checked_on_this_side(local, remote):
+    """The compiler's check runs where the editor is (the server knows no language): a remote answer
+    the compiler blames is repaired or withheld, never replaced by samples (no model here)."""
+    from celeris_complete.syntax_check import error_line, window
+
+    for prefix, suffix, mode in PLACES:
+        plain = remote.complete(prefix, suffix, mode=mode)
+        got = remote.complete(prefix, suffix, mode=mode, language="python")
+        assert plain.syntax == ""
+        verdicts = ("ok", "elsewhere", "reindented", "shortened", "withheld", "kept")
+        assert got.syntax in verdicts if plain.text else got.syntax == ""  # an empty answer: nothing to judge
+        if got.syntax == "ok":
+            assert got.text == plain.text
+        win = window(prefix, suffix)
+        if win.clean and plain.text:
+            assert got.text == "" or error_line(win.source(got.text)) == 0, (plain.text, got.text)
+
+
 def metric(server, name: str) -> float:
     text = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
     lines = [ln for ln in text.splitlines() if ln.startswith(name + " ") or ln.startswith(name + "_total ")]
