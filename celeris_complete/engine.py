@@ -32,7 +32,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
-from .syntax_check import BLAMED, is_python, judge, repair, window
+from .syntax_check import BLAMED, check, is_python, judge
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -57,8 +57,9 @@ class Completion:
     snippet_tokens: int = 0  # context tokens taken by snippets from other files
     draft: dict | None = None  # the draft offered: its source, its tokens, how many the model kept
     alternatives: tuple[str, ...] = ()  # sampled completions, as ``text`` (they may repeat it or each other)
-    # The parser's verdict (Python): "ok", "elsewhere" (the window is broken whatever the answer), or
-    # for an answer it blamed: "replaced" (by a sampled answer that parses), "withheld" or "kept".
+    # The compiler's verdict (Python; see syntax_check.py): "ok", "elsewhere" (the window is broken
+    # whatever the answer), or for an answer it blamed: "reindented", "shortened", "replaced" (by a
+    # sampled answer), "withheld" or "kept"; "" when not checked.
     syntax: str = ""
 
 
@@ -191,10 +192,7 @@ class Engine:
         if not can.steps:  # the backend completes whole (a remote server): checked here, no samples
             done = b.complete(ctx, mode, max_tokens, steps, settings, deadline_ms, should_cancel, s, t0)
             if s.syntax_candidates > 0 and is_python(language) and done.text:
-                win = window(prefix, suffix)
-                if (verdict := judge(win, done.text)) == BLAMED:
-                    done.text, verdict = repair(done.text, prefix, suffix, win, (), list)
-                done.syntax = verdict
+                done.text, done.syntax, _ = check(done.text, prefix, suffix)
             return done
         first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
         if mode == "line" and can.line_rules and not prefix[prefix.rfind("\n") + 1 :].strip():
@@ -215,9 +213,9 @@ class Engine:
         t_draft = time.perf_counter()
         kept: list[int] = []
         chosen: list[int] = []
-        check = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
-        # The first step's prediction, for alternatives (asked for, or to replace an answer the parser blames).
-        first = [] if (alternatives > 1 or check) and can.alternatives else None
+        checked = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
+        # The first step's prediction, for alternatives (asked for, or to replace an answer the compiler blames).
+        first = [] if (alternatives > 1 or (checked and repair_samples)) and can.alternatives else None
         report = None
         if on_step is not None and can.on_step:
 
@@ -254,9 +252,11 @@ class Engine:
                 draft_chosen=chosen,
             )
             t3 = time.perf_counter()
-            sampled = replace(
-                settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
-            )
+            sampled = None
+            if first is not None:
+                sampled = replace(
+                    settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
+                )
             rows = None
             if alternatives > 1 and first is not None:
                 rows = self._alternatives(
@@ -271,22 +271,19 @@ class Engine:
             others = () if rows is None else tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
             t5 = time.perf_counter()
             verdict = ""
-            if check:  # under the lock: a blamed answer's replacements decode on the same keys/values
-                win = window(prefix, suffix)
+            if checked:  # under the lock: a blamed answer's replacements decode on the same keys/values
                 # As many slots as syntax_candidates line canvases: fewer samples of a block's larger canvas.
                 samples = max(1, -(-s.syntax_candidates * s.canvas_line // canvas))
-                verdict = judge(win, text)
-                if verdict == BLAMED:
-                    text, verdict = repair(
-                        text, prefix, suffix, win, others,
-                        lambda: [] if not repair_samples else [
-                            self._text(row, ctx.heal, prefix, suffix, mode)
-                            for row in self._alternatives(
-                                kv, ctx, canvas, sampled, samples, first, first_allowed, mode, should_stop,
-                                should_cancel,
-                            )
-                        ],
-                    )  # fmt: skip
+
+                def sample() -> list[str]:
+                    if not repair_samples or first is None:
+                        return []
+                    drawn = self._alternatives(
+                        kv, ctx, canvas, sampled, samples, first, first_allowed, mode, should_stop, should_cancel
+                    )
+                    return [self._text(row, ctx.heal, prefix, suffix, mode) for row in drawn]
+
+                text, verdict, win = check(text, prefix, suffix, others, sample)
                 # Alternatives the user asked for: none the compiler blames either.
                 others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
         t6 = time.perf_counter()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
+SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
 # Lines at column 0 that go on a statement rather than start one.
 CONTINUES = ("else", "elif", "except", "finally")
 
@@ -70,6 +71,7 @@ class Window:
 
 def window(prefix: str, suffix: str) -> Window:
     """The innermost ``def`` that encloses the cursor (by indentation), or the top-level statement."""
+    prefix, suffix = prefix[-SCAN_CHARS:], suffix[:SCAN_CHARS]
     lines = prefix.split("\n")[-SCAN_LINES:]
     typed = lines[-1]
     deepest = _indent(typed) if typed else 0  # how far in every line so far is (at column 0: no def encloses)
@@ -148,9 +150,9 @@ def indent_levels(prefix: str, suffix: str) -> list[int]:
     """Where a line written at a blank cursor line plausibly starts, likeliest first: the body of the
     line before when it ends with a colon, else that line's level; the next line's level; then each
     shallower level the lines before use (a dedent)."""
-    lines = prefix.split("\n")[-SCAN_LINES:-1]
+    lines = prefix[-SCAN_CHARS:].split("\n")[-SCAN_LINES:-1]
     prev = next((ln for ln in reversed(lines) if ln.strip()), "")
-    nxt = next((ln for ln in suffix.split("\n")[1:SCAN_LINES] if ln.strip()), None)
+    nxt = next((ln for ln in suffix[:SCAN_CHARS].split("\n")[1:SCAN_LINES] if ln.strip()), None)
     seen = sorted({_indent(ln) for ln in lines if ln.strip()})
     unit = next((n for n in seen if n > 0), 4)
     levels = [_indent(prev) + unit if prev.rstrip().endswith(":") else _indent(prev)]
@@ -192,6 +194,16 @@ def first_compiling(texts, win: Window) -> str | None:
         if text.strip() and error_line(win.source(text)) == 0:
             return text
     return None
+
+
+def check(text: str, prefix: str, suffix: str, others=(), sample=list) -> tuple[str, str, Window]:
+    """The answer to show, the verdict and the window: ``text`` as it is unless the compiler blames it
+    (then ``repair``'s choice)."""
+    win = window(prefix, suffix)
+    verdict = judge(win, text)
+    if verdict == BLAMED:
+        text, verdict = repair(text, prefix, suffix, win, others, sample)
+    return text, verdict, win
 
 
 def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:

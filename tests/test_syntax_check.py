@@ -12,6 +12,7 @@ from celeris_complete.syntax_check import (
     BLAMED,
     ELSEWHERE,
     OK,
+    SCAN_CHARS,
     error_line,
     indent_levels,
     is_python,
@@ -79,6 +80,13 @@ def test_an_error_elsewhere_blames_nobody_but_breaking_clean_code_is_blamed():
     assert error_line(win.source("")) == 0
     assert judge(win, "    return") == OK
     assert judge(win, "return") == BLAMED  # compiles alone, breaks the next line's indentation
+
+
+def test_a_huge_file_is_judged_from_near_the_cursor():
+    body = "".join(f"    x_{i} = {i}\n" for i in range(2_000_000))  # about 30 MB, one function
+    win = window("def f():\n" + body + "    return ", "\n" + body)
+    assert len(win.before) <= SCAN_CHARS and len(win.after) <= SCAN_CHARS
+    assert judge(win, "x_1") == ELSEWHERE  # the window starts mid-function: no verdict, no crash
 
 
 def test_compiled_not_only_parsed():
