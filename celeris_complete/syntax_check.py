@@ -4,8 +4,9 @@ The model is small and most of its wrong answers cannot be Python at all (an unc
 keyword where a name belongs, the wrong indentation): on HumanEval-Infilling 85% of the shipped
 model's non-empty single-line answers left a program that does not compile. The compiler tells in
 about a millisecond for a function-sized window. Only the code around the cursor is compiled: the
-innermost function that encloses the cursor (dedented), or else the top-level statement (from the last line before the
-cursor that starts a statement at column 0 to the next such line after it). So a slice of a huge
+innermost function that encloses the cursor (dedented), or else the top-level statement (from the
+last line before the cursor that starts a statement at column 0 to the next such line after it),
+at most 40k characters on either side. So a slice of a huge
 file, or an error elsewhere in it, costs little and judges nothing: an answer is blamed when the
 compiler's error lies in the answer's own lines, or anywhere when the window compiles without it.
 """
