@@ -69,6 +69,9 @@ def train(
     seed: Annotated[int, typer.Option()] = 1234,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     precision: Annotated[str, typer.Option(help="auto, fp32 or bf16 (autocast).")] = "auto",
+    threads: Annotated[
+        int, typer.Option(help="CPU threads (0: the cores, shared among processes; 1: beside other work).")
+    ] = 0,
     eval_every: Annotated[int, typer.Option(help="Validate every N steps.")] = 250,
     warmup_steps: Annotated[int, typer.Option(help="Steps of linear learning-rate warm-up.")] = 200,
     stretch_minutes: Annotated[
@@ -120,6 +123,7 @@ def train(
         seed=seed,
         device=device,
         precision=precision,
+        threads=threads,
         eval_every=eval_every,
         warmup_steps=warmup_steps,
         stretch_minutes=stretch_minutes,

@@ -64,6 +64,9 @@ class TrainArgs:
     seed: int = 1234
     device: str = "auto"
     precision: str = "auto"
+    # CPU threads; 0: the cores, shared among the processes. 1 for a run in the background of other work
+    # (two threads stall whenever one's core is taken: see the README's training section).
+    threads: int = 0
     warmup_steps: int = 200
     eos_weight: float = 0.1
     eval_every: int = 250
@@ -252,12 +255,16 @@ def train(args: TrainArgs) -> Path | None:
     procs = distributed.start(device)
     if not procs.main:
         progress.show = lambda text, final=False: None  # one process reports
+    if args.threads < 0:
+        raise CelerisError(f"threads must be 0 (the cores) or more, not {args.threads}")
+    threads_before = torch.get_num_threads()
     if device == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // procs.local_world))
+        torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // procs.local_world))
     try:
         return _train(args, preset, device, amp, procs, progress)
     finally:
         procs.close()
+        torch.set_num_threads(threads_before)  # the caller's (a test session, the adaptation's parent) again
 
 
 def _train(

@@ -2,16 +2,21 @@
 
     .venv/bin/python scripts/measure_train_speed.py [--steps 12] [--d-model 256 --n-layers 6 --n-heads 4]
         [--configs eager:fp32,eager:bf16,compile:fp32,compile:bf16] [--batch 16 --context 384]
+        [--threads N] [--busy N]
 
 Each configuration trains a fresh model of the given size on random token batches laid out as
 training lays them out (batch x context, canvas 32), with the same loss, backward pass, clipping and
 optimizer step as ``celeris-complete train``; the first steps (warm-up, compilation) are not timed.
+``--busy N`` runs N single-threaded busy processes meanwhile (other work on the machine: a session's
+tests, an editor), to see what a background run gets then; ``tokens_per_s`` is from the median step,
+``tokens_per_s_mean`` from the whole time (stalls included).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import time
 
 import numpy as np
@@ -65,8 +70,14 @@ def measure(cfg: ModelConfig, tok, mode: str, precision: str, steps: int, batch:
         "params_M": round(model.num_parameters() / 1e6, 2),
         "step_s": round(per_step, 3),
         "tokens_per_s": round(batch * (context + canvas) / per_step),
+        "tokens_per_s_mean": round(batch * (context + canvas) * len(times) / sum(times)),
         "threads": torch.get_num_threads(),
     }
+
+
+def _busy() -> None:
+    while True:
+        pass
 
 
 def main() -> None:
@@ -78,12 +89,22 @@ def main() -> None:
     ap.add_argument("--n-layers", type=int, default=6)
     ap.add_argument("--n-heads", type=int, default=4)
     ap.add_argument("--configs", default="eager:fp32,eager:bf16,compile:fp32,compile:bf16")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--busy", type=int, default=0, help="busy processes running meanwhile")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    busy = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(a.busy)]
+    for p in busy:
+        p.start()
     tok = load_model_dir("models/default").tokenizer
     cfg = ModelConfig(d_model=a.d_model, n_layers=a.n_layers, n_heads=a.n_heads, max_positions=a.context + 128)
     for c in a.configs.split(","):
         mode, precision = c.split(":")
-        print(json.dumps(measure(cfg, tok, mode, precision, a.steps, a.batch, a.context)), flush=True)
+        row = measure(cfg, tok, mode, precision, a.steps, a.batch, a.context)
+        print(json.dumps({**row, "busy": a.busy}), flush=True)
+    for p in busy:
+        p.terminate()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,17 @@ def test_same_seed_same_weights(small_corpus, tmp_path):
     assert all((wa[k] == wb[k]).all() for k in wa)
 
 
+def test_threads_are_the_runs_and_the_callers_come_back(small_corpus, tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    out = train(TrainArgs(output=tmp_path / "one", roots=[small_corpus], steps=2, threads=1, **TINY))
+    assert json.loads((out / "config.json").read_text())["training"]["threads"] == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(CelerisError, match="threads"):
+        train(TrainArgs(output=tmp_path / "bad", roots=[small_corpus], steps=2, threads=-1, **TINY))
+
+
 def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, monkeypatch):
     from celeris_complete import data
 
