@@ -244,6 +244,8 @@ def _lineage(init: LoadedModel | None) -> dict | None:
 
 def train(args: TrainArgs) -> Path | None:
     """Train; returns the model directory, or None when a stretch ended before the run's budget."""
+    if args.threads < 0:
+        raise CelerisError(f"threads must be 0 (the cores) or more, not {args.threads}")
     progress = Progress()
     preset = dict(PRESETS[args.preset])
     for key in ("batch_size", "lr", "context_len", "d_model", "n_layers", "n_heads"):
@@ -255,8 +257,6 @@ def train(args: TrainArgs) -> Path | None:
     procs = distributed.start(device)
     if not procs.main:
         progress.show = lambda text, final=False: None  # one process reports
-    if args.threads < 0:
-        raise CelerisError(f"threads must be 0 (the cores) or more, not {args.threads}")
     threads_before = torch.get_num_threads()
     if device == "cpu":
         torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // procs.local_world))

@@ -64,10 +64,10 @@ def main() -> None:
             break
         sample.append(f.text)
         size += len(f.text)
-    t0 = time.perf_counter()
-    new = CodeTokenizer.train(sample, vocab_size=load_model_dir("models/default").tokenizer.vocab_size)
-    trained_s = time.perf_counter() - t0
     shipped = load_model_dir("models/default").tokenizer
+    t0 = time.perf_counter()
+    new = CodeTokenizer.train(sample, vocab_size=shipped.vocab_size)
+    trained_s = time.perf_counter() - t0
 
     evaluation = {
         "packages corpus, held-out files": val,
