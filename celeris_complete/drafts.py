@@ -4,6 +4,10 @@ Much of what is typed already exists nearby: the same call with other arguments,
 follows the same line elsewhere.  A draft is the most common continuation, in the open document and
 in the workspace, of lines that start as the cursor's line does (its text before the cursor, the
 indentation aside); at a line's start, of the line that follows a line equal to the previous one.
+When no line starts alike, the end of the cursor's line is looked for anywhere in the document's
+lines near the cursor (``TAIL_WINDOW``): the longest end (from a token on, at least ``MIN_TAIL``
+non-blank characters) that recurs there, and what follows it on its line (``second)`` after
+``x = combine(first, `` where ``update(first, second)`` was written).
 Cheaper drafts go first: an answer the language server showed on the line (its typing cache) and
 the engine's previous answer at this place (``PreviousCompletions``).  The engine puts the draft
 into the canvas and keeps the part the model accepts (``verify.py``, ``diffusion.py``).
@@ -15,6 +19,7 @@ text around the cursor, which is already in memory.
 
 from __future__ import annotations
 
+import re
 import threading
 from array import array
 from collections import Counter
@@ -32,13 +37,18 @@ FOLLOWING_PER_FILE = 64  # lines after the same line taken from one file, at mos
 DOCUMENT_WEIGHT = 2  # a line in the document counts as much as this many lines elsewhere
 PREVIOUS_PER_DOCUMENT = 4  # earlier answers remembered per document
 PREVIOUS_DOCUMENTS = 32  # documents remembered
+MIN_TAIL = 3  # non-blank characters of the line's end that must recur for a draft from it
+TAIL_WINDOW = 50_000  # characters on either side of the cursor searched for the line's end
+CONTEXT_WINDOW = 20_000  # characters on either side of the cursor searched for a line between alike lines
+MIN_CONTEXT = 1.0  # how alike (0-2) the lines around a line must be to those around the cursor to draft it
+TOKEN_START = re.compile(r"\w+|[^\w\s]")  # where a line's end may begin
 PLACE_CHARS = 256  # text before the cursor's line that must match for an earlier answer to be a draft there
 
 
 @dataclass(frozen=True)
 class Draft:
     text: str  # the rest of the line after the cursor
-    source: str  # "typing-cache", "previous", "document" or "workspace"
+    source: str  # "typing-cache", "previous", "document", "workspace", "line-end" or "context"
     count: int  # its votes (document lines count DOCUMENT_WEIGHT)
 
 
@@ -235,6 +245,79 @@ def _document_following(text: str, line: str, counts: Counter) -> None:
         i = text.find(line, i + 1)
 
 
+def _tails(typed: str) -> list[str]:
+    """The ends of ``typed`` that begin at a token, longest first, with at least MIN_TAIL non-blank
+    characters (the whole line included: it may recur inside another line)."""
+    out = []
+    for m in TOKEN_START.finditer(typed):
+        tail = typed[m.start() :]
+        if len(tail) - tail.count(" ") - tail.count("\t") < MIN_TAIL:
+            break
+        out.append(tail)
+    return out
+
+
+def _document_tails(text: str, key: str, counts: Counter, limit: int = MAX_SCAN) -> None:
+    """Count what follows ``key`` on its line wherever it occurs (at most ``limit`` occurrences)."""
+    i, n = text.find(key), 0
+    while i >= 0 and n < limit:
+        rest = _rest_of_line(text, i + len(key)).rstrip()
+        if rest:
+            counts[rest] += 1
+        n += 1
+        i = text.find(key, i + 1)
+
+
+_token_sets: dict[str, frozenset[str]] = {}  # a line -> its tokens (lines recur from keystroke to keystroke)
+
+
+def _tokens(line: str) -> frozenset[str]:
+    found = _token_sets.get(line)
+    if found is None:
+        if len(_token_sets) > 50_000:
+            _token_sets.clear()
+        found = _token_sets[line] = frozenset(TOKEN_START.findall(line))
+    return found
+
+
+def _likeness(a: frozenset[str], b: frozenset[str]) -> float:
+    """The share of tokens two lines have in common (Jaccard): 1 for the same tokens, 0 for none alike."""
+    common = len(a & b)
+    return common / (len(a) + len(b) - common) if a or b else 0.0
+
+
+def _between(before: str, below: str, indent: str) -> str | None:
+    """At a line's start: the line of the document near the cursor (``CONTEXT_WINDOW``), at the cursor's
+    indentation, whose neighbours look most like the cursor's (the non-blank lines above and below it,
+    ``_likeness`` of each added; the two around the cursor are no candidates); None unless that reaches
+    ``MIN_CONTEXT``."""
+    if indent.strip(" \t"):
+        return None
+    above = before[-CONTEXT_WINDOW:].split("\n")[1 if len(before) > CONTEXT_WINDOW else 0 :]
+    under = below[:CONTEXT_WINDOW].split("\n")
+    if len(below) > CONTEXT_WINDOW:
+        under.pop()
+    lines = [ln.rstrip() for ln in above + under if ln.strip()]
+    gap = sum(1 for ln in above if ln.strip())  # the cursor's line goes before lines[gap]
+    empty: frozenset[str] = frozenset()
+    prev = _tokens(lines[gap - 1].strip()) if gap else empty
+    nxt = _tokens(lines[gap].strip()) if gap < len(lines) else empty
+    if not prev and not nxt:
+        return None
+    best, best_score = None, MIN_CONTEXT
+    n = len(indent)
+    for j, line in enumerate(lines):
+        if j in (gap - 1, gap):  # the cursor's own neighbours: one of theirs is the other, alike by itself
+            continue
+        if len(line) <= n or not line.startswith(indent) or line[n] in " \t" or len(line) - n > MAX_LINE:
+            continue
+        score = _likeness(_tokens(lines[j - 1].strip()) if j else empty, prev)
+        score += _likeness(_tokens(lines[j + 1].strip()) if j + 1 < len(lines) else empty, nxt)
+        if score >= best_score and (best is None or score > best_score):
+            best, best_score = line[n:], score
+    return best
+
+
 def find_draft(
     prefix: str, suffix: str, table: LineTable | None = None, exclude: str | None = None
 ) -> Draft | None:
@@ -283,12 +366,13 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
         )
     else:
         previous = before[before.rfind("\n") + 1 :].strip() if before else ""
-        if not previous or len(previous) > MAX_LINE:
-            return []
-        finders = (
-            ("document", lambda c: (_document_following(before, previous, c), _document_following(below, previous, c))),
-            ("workspace", lambda c: table.following(previous, exclude, c)),
-        )
+        finders = ()
+        if previous and len(previous) <= MAX_LINE:
+            follow = _document_following
+            finders = (
+                ("document", lambda c: (follow(before, previous, c), follow(below, previous, c))),
+                ("workspace", lambda c: table.following(previous, exclude, c)),
+            )
     votes: Counter[str] = Counter()
     origin: dict[str, str] = {}
     for source, find in finders:
@@ -300,6 +384,18 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
         for text, n in counts.items():
             votes[text] += n * (DOCUMENT_WEIGHT if source == "document" else 1)
             origin.setdefault(text, source)
+    if not votes and typed:
+        near_before, near_below = before[-TAIL_WINDOW:], below[:TAIL_WINDOW]
+        for tail in _tails(typed):
+            _document_tails(near_before, tail, votes)
+            _document_tails(near_below, tail, votes)
+            if votes:
+                origin = dict.fromkeys(votes, "line-end")
+                break
+    elif not votes:
+        found = _between(before, below, prefix[line_start:])
+        if found:
+            votes[found], origin[found] = 1, "context"
     return [Draft(text, origin[text], count) for text, count in votes.most_common(limit)]
 
 

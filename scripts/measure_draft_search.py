@@ -1,5 +1,8 @@
 """The document search behind drafts: its time per call, and its answers against the regular expressions
-it replaced (2026-12-02). Usage: .venv/bin/python scripts/measure_draft_search.py"""
+it replaced (2026-12-02); then its time at line starts, with and without the drafts from lines between
+alike lines and from the line's end (``_between`` and ``_tails`` replaced by nothing), with the token cache
+cleared before each call (cold) or not (warm), on cli.py and on 20 copies of it (1 MB).
+Usage: .venv/bin/python scripts/measure_draft_search.py"""
 
 import random
 import re
@@ -56,3 +59,29 @@ for text in texts:
                     # Allowed: consecutive equal lines each vote for the line after them now.
                     fewer += old is regex_lines or any(b[k] < v for k, v in a.items())
 print(f"{checked} searches compared: {differ} differ, {fewer} of them other than by extra votes")
+
+
+found = drafts._tails, drafts._between
+for name, text in (("cli.py", doc), ("cli.py x20", doc * 20)):
+    starts = [m.end() for m in re.finditer(r"\n[ ]*(?=\S)", text)]
+    at = random.Random(0).sample(starts, 200)
+    for label, (tails, between), cold in (
+        ("without", (lambda typed: [], lambda *args: None), False),
+        ("with, cold", found, True),
+        ("with, warm", found, False),
+    ):
+        drafts._tails, drafts._between = tails, between
+        times = []
+        for c in at:
+            end = text.find("\n", c)
+            if cold:
+                drafts._token_sets.clear()
+            t = time.perf_counter()
+            drafts.find_drafts(text[:c], text[end:], None, None, 1, ())
+            times.append(time.perf_counter() - t)
+        times.sort()
+        print(
+            f"line starts in {name}, {label}: mean {sum(times) / len(times) * 1e3:.2f} ms, "
+            f"p95 {times[int(0.95 * len(times))] * 1e3:.2f} ms, max {times[-1] * 1e3:.2f} ms ({len(at)} places)"
+        )
+drafts._tails, drafts._between = found

@@ -2,6 +2,10 @@
 which requests the drafts make slower or faster, and why (refinement steps run, draft kept or not).
 
     .venv/bin/python scripts/measure_drafts_engine.py --requests 48 --out results/issue14/p95/engine_pairs.json
+
+With --line-end-context both engines draft, one without the drafts from the end of the cursor's line
+and from lines between alike lines (``drafts._tails`` and ``_between`` replaced by nothing while it
+completes): what those cost and save.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 import statistics
 from pathlib import Path
 
+from celeris_complete import drafts
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine
 from celeris_complete.selftest import percentile, sample_cursors
@@ -22,25 +27,37 @@ def main() -> None:
     parser.add_argument("--keystrokes", type=int, default=4)
     parser.add_argument("--model", default="models/default")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--line-end-context", action="store_true", help="on/off: line-end and context drafts, drafts on in both"
+    )
     args = parser.parse_args()
-    engines = {d: Engine(load_settings(overrides={"drafts": d, "model": args.model})) for d in (True, False)}
+    loose = args.line_end_context
+    found = drafts._tails, drafts._between
+    engines = {
+        d: Engine(load_settings(overrides={"drafts": d or loose, "model": args.model})) for d in (True, False)
+    }
+
+    def complete(d: bool, *call, **options):
+        drafts._tails, drafts._between = found if d or not loose else (lambda typed: [], lambda *args: None)
+        return engines[d].complete(*call, **options)
+
     cursors = sample_cursors(args.requests)
-    for engine in engines.values():
+    for d in engines:
         for text, at, mode in cursors[:3]:
-            engine.complete(text[:at], text[at:], mode=mode)
+            complete(d, text[:at], text[at:], mode=mode)
     rows = []
     for n, (text, at, mode) in enumerate(cursors):
         line_end = text.find("\n", at)
         suffix = text[len(text) if line_end < 0 else line_end :]
-        for engine in engines.values():
+        for d, engine in engines.items():
             engine.cache.clear()
-            engine.complete(text[:at], suffix, mode=mode)
+            complete(d, text[:at], suffix, mode=mode)
         for k in range(1, args.keystrokes + 1):
             prefix = text[: min(len(text) if line_end < 0 else line_end, at + k)]
             row = {"place": n, "k": k, "mode": mode}
             order = (True, False) if (n + k) % 2 == 0 else (False, True)
             for d in order:
-                done = engines[d].complete(prefix, suffix, mode=mode)
+                done = complete(d, prefix, suffix, mode=mode)
                 t = done.timings_ms
                 row["on" if d else "off"] = {
                     "total": t["total"], "refine": t["refine"], "encode": t["context_encode"], "draft": t["draft"],

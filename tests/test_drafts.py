@@ -1,5 +1,6 @@
 import sys
 
+from celeris_complete import drafts
 from celeris_complete.drafts import LineTable, find_draft
 
 DOC = """import os
@@ -39,6 +40,50 @@ def test_too_little_typed_or_nothing_alike_gives_no_draft():
     assert find_draft(DOC + "\n    w", "") is None  # one character
     assert find_draft(DOC + "\n    zebra = ", "") is None
     assert find_draft("", "") is None
+
+
+USERS = """def add_user(db, user):
+    check(user)
+    db.session.add(user)
+    db.session.commit()
+
+def add_group(db, group):
+    check(group)
+"""
+
+
+def test_at_a_line_start_else_the_line_whose_neighbours_look_like_the_cursors():
+    d = find_draft(USERS + "    ", "\n    db.session.commit()\n")
+    assert (d.text, d.source) == ("db.session.add(user)", "context")  # between check(...) and commit()
+    d = find_draft(USERS + "\n    ", "\n\n    db.session.commit()\n")  # blank lines around the cursor
+    assert (d.text, d.source) == ("db.session.add(user)", "context")
+    assert find_draft(USERS + "        ", "\n    db.session.commit()\n") is None  # no line at that indentation
+    assert find_draft(USERS + "    ", "\n    return group.id\n") is None  # nothing alike enough around it
+
+
+def test_a_line_between_alike_lines_is_looked_for_near_the_cursor_only(monkeypatch):
+    monkeypatch.setattr(drafts, "CONTEXT_WINDOW", 200)
+    far = USERS.replace("def add_group", "x = 1\n" * 40 + "def add_group")
+    assert find_draft(far + "    ", "\n    db.session.commit()\n") is None
+
+
+def test_when_no_line_starts_alike_the_longest_end_of_the_line_that_recurs_in_the_document():
+    doc = "result.update(first_dict, second_dict)\nlog(b, a, y)\nlog(a, x)\nlog(a, x)\n"
+    d = find_draft(doc + "def f():\n    other = combine(first_dict, ", "\n")
+    assert (d.text, d.source, d.count) == ("second_dict)", "line-end", 1)
+    assert find_draft(doc + "    h(b, a, ", "\n").text == "y)"  # "(b, a, " recurs: longer than "a, "
+    assert find_draft("    h(b, a, ", "\nlog(b, a, y)\n").text == "y)"  # below the cursor too
+    assert find_draft(doc + "    h(a", "\n") is None  # "(a": too short an end to go by
+    # A line that starts as the cursor's does comes first, whatever the ends elsewhere say.
+    d = find_draft(doc + "log(b, a, z)\n    log(b, a, ", "\n")
+    assert (d.text, d.source) == ("y)", "document")
+
+
+def test_the_line_end_is_looked_for_near_the_cursor_only(monkeypatch):
+    monkeypatch.setattr(drafts, "TAIL_WINDOW", 100)
+    far = "compute(alpha, beta)\n" + "x = 1\n" * 30
+    assert find_draft(far + "    y = run(alpha, ", "\n") is None
+    assert find_draft("    y = run(alpha, ", "\n" + "x = 1\n" * 10 + "compute(alpha, beta)\n").text == "beta)"
 
 
 def test_workspace_lines_after_the_document_and_never_the_file_itself():
