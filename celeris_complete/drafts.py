@@ -40,6 +40,7 @@ PREVIOUS_DOCUMENTS = 32  # documents remembered
 MIN_TAIL = 3  # non-blank characters of the line's end that must recur for a draft from it
 TAIL_WINDOW = 50_000  # characters on either side of the cursor searched for the line's end
 CONTEXT_WINDOW = 20_000  # characters on either side of the cursor searched for a line between alike lines
+CONTEXT_LINES = 600  # and lines (a file of short lines would hold thousands in those characters)
 MIN_CONTEXT = 1.0  # how alike (0-2) the lines around a line must be to those around the cursor to draft it
 TOKEN_START = re.compile(r"\w+|[^\w\s]")  # where a line's end may begin
 PLACE_CHARS = 256  # text before the cursor's line that must match for an earlier answer to be a draft there
@@ -287,16 +288,17 @@ def _likeness(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def _between(before: str, below: str, indent: str) -> str | None:
-    """At a line's start: the line of the document near the cursor (``CONTEXT_WINDOW``), at the cursor's
-    indentation, whose neighbours look most like the cursor's (the non-blank lines above and below it,
-    ``_likeness`` of each added; the two around the cursor are no candidates); None unless that reaches
-    ``MIN_CONTEXT``."""
+    """At a line's start: the line of the document near the cursor (``CONTEXT_WINDOW``,
+    ``CONTEXT_LINES``), at the cursor's indentation, whose neighbours look most like the cursor's (the
+    non-blank lines above and below it, ``_likeness`` of each added; the two around the cursor are no
+    candidates); None unless that reaches ``MIN_CONTEXT``."""
     if indent.strip(" \t"):
         return None
-    above = before[-CONTEXT_WINDOW:].split("\n")[1 if len(before) > CONTEXT_WINDOW else 0 :]
+    above = before[-CONTEXT_WINDOW:].split("\n")[1 if len(before) > CONTEXT_WINDOW else 0 :][-CONTEXT_LINES:]
     under = below[:CONTEXT_WINDOW].split("\n")
     if len(below) > CONTEXT_WINDOW:
         under.pop()
+    under = under[:CONTEXT_LINES]
     lines = [ln.rstrip() for ln in above + under if ln.strip()]
     gap = sum(1 for ln in above if ln.strip())  # the cursor's line goes before lines[gap]
     empty: frozenset[str] = frozenset()

@@ -62,8 +62,12 @@ def test_at_a_line_start_else_the_line_whose_neighbours_look_like_the_cursors():
 
 
 def test_a_line_between_alike_lines_is_looked_for_near_the_cursor_only(monkeypatch):
-    monkeypatch.setattr(drafts, "CONTEXT_WINDOW", 200)
     far = USERS.replace("def add_group", "x = 1\n" * 40 + "def add_group")
+    assert find_draft(far + "    ", "\n    db.session.commit()\n").text == "db.session.add(user)"
+    monkeypatch.setattr(drafts, "CONTEXT_WINDOW", 200)
+    assert find_draft(far + "    ", "\n    db.session.commit()\n") is None
+    monkeypatch.setattr(drafts, "CONTEXT_WINDOW", 20_000)
+    monkeypatch.setattr(drafts, "CONTEXT_LINES", 30)  # as many characters, too many lines
     assert find_draft(far + "    ", "\n    db.session.commit()\n") is None
 
 
