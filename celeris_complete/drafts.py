@@ -4,10 +4,12 @@ Much of what is typed already exists nearby: the same call with other arguments,
 follows the same line elsewhere.  A draft is the most common continuation, in the open document and
 in the workspace, of lines that start as the cursor's line does (its text before the cursor, the
 indentation aside); at a line's start, of the line that follows a line equal to the previous one.
-When no line starts alike, the end of the cursor's line is looked for anywhere in the document's
-lines near the cursor (``TAIL_WINDOW``): the longest end (from a token on, at least ``MIN_TAIL``
-non-blank characters) that recurs there, and what follows it on its line (``second)`` after
-``x = combine(first, `` where ``update(first, second)`` was written).
+When no line starts alike, the document near the cursor is searched further: mid-line, for the
+longest end of the cursor's line (from a token on, at least ``MIN_TAIL`` non-blank characters) that
+recurs with text after it on its line, within ``TAIL_WINDOW`` characters on either side (``second)``
+after ``x = combine(first, `` where ``update(first, second)`` was written: a ``line-end`` draft); at a
+line's start with nothing after the cursor, for the line at the cursor's indentation whose neighbours
+look most like the cursor's (``_between``: a ``context`` draft).
 Cheaper drafts go first: an answer the language server showed on the line (its typing cache) and
 the engine's previous answer at this place (``PreviousCompletions``).  The engine puts the draft
 into the canvas and keeps the part the model accepts (``verify.py``, ``diffusion.py``).
@@ -225,7 +227,7 @@ def _document_lines(text: str, key: str, counts: Counter) -> None:
     while i >= 0:
         if _indented_at(text, i):
             rest = _rest_of_line(text, i + len(key)).rstrip()
-            if rest:
+            if rest and len(rest) <= MAX_LINE:
                 counts[rest] += 1
         i = text.find(key, i + 1)
 
@@ -258,21 +260,25 @@ def _tails(typed: str) -> list[str]:
     return out
 
 
-def _document_tails(text: str, key: str, counts: Counter, limit: int = MAX_SCAN) -> None:
-    """Count what follows ``key`` on its line wherever it occurs (at most ``limit`` occurrences)."""
+def _document_tails(text: str, key: str, counts: Counter, limit: int) -> int:
+    """Count what follows ``key`` on its line wherever it occurs (at most ``limit`` occurrences looked
+    at; returns how many were)."""
     i, n = text.find(key), 0
     while i >= 0 and n < limit:
         rest = _rest_of_line(text, i + len(key)).rstrip()
-        if rest:
+        if rest and len(rest) <= MAX_LINE:
             counts[rest] += 1
         n += 1
         i = text.find(key, i + 1)
+    return n
 
 
 _token_sets: dict[str, frozenset[str]] = {}  # a line -> its tokens (lines recur from keystroke to keystroke)
 
 
 def _tokens(line: str) -> frozenset[str]:
+    if len(line) > MAX_LINE:  # data, not code: alike nothing (and never held)
+        return frozenset()
     found = _token_sets.get(line)
     if found is None:
         if len(_token_sets) > 50_000:
@@ -291,7 +297,7 @@ def _between(before: str, below: str, indent: str) -> str | None:
     """At a line's start: the line of the document near the cursor (``CONTEXT_WINDOW``,
     ``CONTEXT_LINES``), at the cursor's indentation, whose neighbours look most like the cursor's (the
     non-blank lines above and below it, ``_likeness`` of each added; the two around the cursor are no
-    candidates); None unless that reaches ``MIN_CONTEXT``."""
+    candidates; of equals, the nearest to the cursor); None unless that reaches ``MIN_CONTEXT``."""
     if indent.strip(" \t"):
         return None
     above = before[-CONTEXT_WINDOW:].split("\n")[1 if len(before) > CONTEXT_WINDOW else 0 :][-CONTEXT_LINES:]
@@ -306,7 +312,7 @@ def _between(before: str, below: str, indent: str) -> str | None:
     nxt = _tokens(lines[gap].strip()) if gap < len(lines) else empty
     if not prev and not nxt:
         return None
-    best, best_score = None, MIN_CONTEXT
+    best, best_key = None, (MIN_CONTEXT, -len(lines))
     n = len(indent)
     for j, line in enumerate(lines):
         if j in (gap - 1, gap):  # the cursor's own neighbours: one of theirs is the other, alike by itself
@@ -315,8 +321,9 @@ def _between(before: str, below: str, indent: str) -> str | None:
             continue
         score = _likeness(_tokens(lines[j - 1].strip()) if j else empty, prev)
         score += _likeness(_tokens(lines[j + 1].strip()) if j + 1 < len(lines) else empty, nxt)
-        if score >= best_score and (best is None or score > best_score):
-            best, best_score = line[n:], score
+        key = (score, -abs(j - gap + 0.5))  # of lines alike, the nearest to the cursor
+        if key > best_key:
+            best, best_key = line[n:], key
     return best
 
 
@@ -324,8 +331,8 @@ def find_draft(
     prefix: str, suffix: str, table: LineTable | None = None, exclude: str | None = None
 ) -> Draft | None:
     """The most common continuation of the cursor's line in the document (``prefix``, ``suffix``, the
-    cursor's own line left out; each line counts ``DOCUMENT_WEIGHT`` times) and the workspace; None
-    when no line starts alike."""
+    cursor's own line left out; each line counts ``DOCUMENT_WEIGHT`` times) and the workspace, else a
+    ``line-end`` or ``context`` draft from the document; None when there is none."""
     found = find_drafts(prefix, suffix, table, exclude, 1)
     return found[0] if found else None
 
@@ -388,13 +395,14 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
             origin.setdefault(text, source)
     if not votes and typed:
         near_before, near_below = before[-TAIL_WINDOW:], below[:TAIL_WINDOW]
+        budget = MAX_SCAN  # occurrences looked at, all ends together
         for tail in _tails(typed):
-            _document_tails(near_before, tail, votes)
-            _document_tails(near_below, tail, votes)
-            if votes:
+            budget -= _document_tails(near_before, tail, votes, budget)
+            budget -= _document_tails(near_below, tail, votes, budget)
+            if votes or budget <= 0:
                 origin = dict.fromkeys(votes, "line-end")
                 break
-    elif not votes:
+    elif not votes and not suffix[: suffix.find("\n") if "\n" in suffix else len(suffix)].strip():
         found = _between(before, below, prefix[line_start:])
         if found:
             votes[found], origin[found] = 1, "context"

@@ -1,8 +1,8 @@
 """The document search behind drafts: its time per call, and its answers against the regular expressions
-it replaced (2026-12-02); then its time at line starts, with and without the drafts from lines between
-alike lines and from the line's end (``_between`` and ``_tails`` replaced by nothing), with the token cache
-cleared before each call (cold) or not (warm), on cli.py and on 20 copies of it (1 MB).
-Usage: .venv/bin/python scripts/measure_draft_search.py"""
+it replaced (2026-12-02); then its time at line starts and at mid-line places, with and without the
+drafts from lines between alike lines and from the line's end (``_between`` and ``_tails`` replaced by
+nothing), with the token cache cleared before each call (cold) or not (warm), on cli.py and on 20
+copies of it (1 MB), and in two worst cases. Usage: .venv/bin/python scripts/measure_draft_search.py"""
 
 import random
 import re
@@ -61,27 +61,44 @@ for text in texts:
 print(f"{checked} searches compared: {differ} differ, {fewer} of them other than by extra votes")
 
 
+
 found = drafts._tails, drafts._between
+without = (lambda typed: [], lambda *args: None)
+
+
+def timed(label: str, calls, cold: bool) -> None:
+    times = []
+    for prefix, suffix in calls:
+        if cold:
+            drafts._token_sets.clear()
+        t = time.perf_counter()
+        drafts.find_drafts(prefix, suffix, None, None, 1, ())
+        times.append(time.perf_counter() - t)
+    times.sort()
+    print(
+        f"{label}: mean {sum(times) / len(times) * 1e3:.2f} ms, p95 {times[int(0.95 * len(times))] * 1e3:.2f} ms, "
+        f"max {times[-1] * 1e3:.2f} ms ({len(times)} calls)"
+    )
+
+
+def both(label: str, calls) -> None:
+    runs = (("without", without, False), ("with, cold", found, True), ("with, warm", found, False))
+    for name, functions, cold in runs:
+        drafts._tails, drafts._between = functions
+        timed(f"{label}, {name}", calls, cold)
+    drafts._tails, drafts._between = found
+
+
 for name, text in (("cli.py", doc), ("cli.py x20", doc * 20)):
-    starts = [m.end() for m in re.finditer(r"\n[ ]*(?=\S)", text)]
-    at = random.Random(0).sample(starts, 200)
-    for label, (tails, between), cold in (
-        ("without", (lambda typed: [], lambda *args: None), False),
-        ("with, cold", found, True),
-        ("with, warm", found, False),
-    ):
-        drafts._tails, drafts._between = tails, between
-        times = []
-        for c in at:
-            end = text.find("\n", c)
-            if cold:
-                drafts._token_sets.clear()
-            t = time.perf_counter()
-            drafts.find_drafts(text[:c], text[end:], None, None, 1, ())
-            times.append(time.perf_counter() - t)
-        times.sort()
-        print(
-            f"line starts in {name}, {label}: mean {sum(times) / len(times) * 1e3:.2f} ms, "
-            f"p95 {times[int(0.95 * len(times))] * 1e3:.2f} ms, max {times[-1] * 1e3:.2f} ms ({len(at)} places)"
-        )
-drafts._tails, drafts._between = found
+    rng = random.Random(0)
+    starts = rng.sample([m.end() for m in re.finditer(r"\n[ ]*(?=\S)", text)], 200)
+    both(f"line starts in {name}", [(text[:c], text[text.find("\n", c) :]) for c in starts])
+    mids = rng.sample([m.start() for m in re.finditer(r"(?<=[\w)\]]) *[(.=,\[]", text)], 200)
+    both(f"mid-line in {name}", [(text[:c], text[text.find("\n", c) :]) for c in mids])
+# Worst cases: a file of 60,000 short lines (line starts), and 120 kB of lines that each hold every
+# end of the typed line, but only at their own ends (mid-line: every end searched, none gives a draft).
+short = "".join(f"a{i % 7}\n" for i in range(30000))
+both("line start among 60,000 short lines", [(short + "q = 1\n", "\nr = 2\n" + short)] * 5)
+row = ",".join(f"a{i}" for i in range(45))  # 169 characters: the typed line stays under MAX_LINE
+block = (row + "\n") * (120_000 // (len(row) + 1))
+both("mid-line, 120 kB of lines that end as the typed line", [(block + "z " + row, "\n")] * 5)

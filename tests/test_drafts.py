@@ -61,6 +61,13 @@ def test_at_a_line_start_else_the_line_whose_neighbours_look_like_the_cursors():
     assert find_draft(USERS + "    ", "\n    return group.id\n") is None  # nothing alike enough around it
 
 
+def test_of_lines_as_alike_the_nearest_and_none_where_the_line_goes_on_after_the_cursor():
+    doc = "    check(a)\n    FIRST\n    commit()\n\n    check(a)\n    SECOND\n    commit()\n    check(b)\n    "
+    assert find_draft(doc, "\n    commit()\n").text == "SECOND"
+    assert find_draft(doc.replace("\n", "\r\n"), "\r\n    commit()\r\n").text == "SECOND"
+    assert find_draft(doc, "x = 1\n    commit()\n") is None  # the cursor's line has text after it
+
+
 def test_a_line_between_alike_lines_is_looked_for_near_the_cursor_only(monkeypatch):
     far = USERS.replace("def add_group", "x = 1\n" * 40 + "def add_group")
     assert find_draft(far + "    ", "\n    db.session.commit()\n").text == "db.session.add(user)"
@@ -75,12 +82,19 @@ def test_when_no_line_starts_alike_the_longest_end_of_the_line_that_recurs_in_th
     doc = "result.update(first_dict, second_dict)\nlog(b, a, y)\nlog(a, x)\nlog(a, x)\n"
     d = find_draft(doc + "def f():\n    other = combine(first_dict, ", "\n")
     assert (d.text, d.source, d.count) == ("second_dict)", "line-end", 1)
-    assert find_draft(doc + "    h(b, a, ", "\n").text == "y)"  # "(b, a, " recurs: longer than "a, "
+    # The longest end that recurs decides: "(p, a, " gives "c)", though ", a, " alone would vote for "b)".
+    assert find_draft("f(q, a, b)\nf(q, a, b)\ng(p, a, c)\n    h(p, a, ", "\n").text == "c)"
     assert find_draft("    h(b, a, ", "\nlog(b, a, y)\n").text == "y)"  # below the cursor too
     assert find_draft(doc + "    h(a", "\n") is None  # "(a": too short an end to go by
     # A line that starts as the cursor's does comes first, whatever the ends elsewhere say.
     d = find_draft(doc + "log(b, a, z)\n    log(b, a, ", "\n")
     assert (d.text, d.source) == ("y)", "document")
+    crlf = doc.replace("\n", "\r\n") + "    other = combine(first_dict, "
+    assert find_draft(crlf, "\r\n").text == "second_dict)"
+    # A line's end followed by data (a long string) gives no draft: MAX_LINE characters at most.
+    blob = "    other = 'QUJ" + "A" * 300 + "'\n"
+    assert find_draft(blob + "    data = 'QUJ", "\n") is None
+    assert find_draft(blob + "    data = 'QUJ", "\n" + "    more = 'QUJQ'\n").text == "Q'"
 
 
 def test_the_line_end_is_looked_for_near_the_cursor_only(monkeypatch):
