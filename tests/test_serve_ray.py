@@ -100,8 +100,10 @@ class RayServed(Served):
         self.t0 = time.monotonic()
         super().__init__(log, "--ray", *args, env={**ENV, "RAY_TMPDIR": self.tmp})
 
-    def wait_serving(self, timeout: float = 90.0) -> float:
-        """Seconds from the command's start until serve.run returned (every replica loaded its model)."""
+    def wait_serving(self, timeout: float = 180.0) -> float:
+        """Seconds from the command's start until serve.run returned (every replica loaded its model).
+        Two replicas load the model beside the plain server and the other pytest worker: on a busy
+        2-core machine that took more than 90 s (2026-12-02)."""
         while time.monotonic() < self.t0 + timeout:
             assert self.proc.poll() is None, self.log.read_text()
             if READY in self.log.read_text(errors="replace"):
