@@ -1,7 +1,7 @@
 #!/bin/bash
-# Evaluate the fifth stretch (run from anywhere; RUN is its output directory) as the fourth was, plus bench repo with drafts off (the model itself).
+# Evaluate the fifth stretch (RUN: its output directory) as the fourth was, plus bench repo with drafts off (the model itself).
 set -x
-cd /work/main
+cd "$(dirname "$0")/../../.."  # the repository
 RUN=~/.cache/celeris-complete/runs/pkg5
 OUT=results/issue13/stretch5
 .venv/bin/celeris-complete bench quality --set single --model $RUN --output $OUT/single.json
