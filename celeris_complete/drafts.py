@@ -306,10 +306,11 @@ def _between(before: str, below: str, indent: str) -> str | None:
         under.pop()
     under = under[:CONTEXT_LINES]
     lines = [ln.rstrip() for ln in above + under if ln.strip()]
+    stripped = [ln.lstrip() for ln in lines]
     gap = sum(1 for ln in above if ln.strip())  # the cursor's line goes before lines[gap]
     empty: frozenset[str] = frozenset()
-    prev = _tokens(lines[gap - 1].strip()) if gap else empty
-    nxt = _tokens(lines[gap].strip()) if gap < len(lines) else empty
+    prev = _tokens(stripped[gap - 1]) if gap else empty
+    nxt = _tokens(stripped[gap]) if gap < len(lines) else empty
     if not prev and not nxt:
         return None
     best, best_key = None, (MIN_CONTEXT, -len(lines))
@@ -319,8 +320,8 @@ def _between(before: str, below: str, indent: str) -> str | None:
             continue
         if len(line) <= n or not line.startswith(indent) or line[n] in " \t" or len(line) - n > MAX_LINE:
             continue
-        score = _likeness(_tokens(lines[j - 1].strip()) if j else empty, prev)
-        score += _likeness(_tokens(lines[j + 1].strip()) if j + 1 < len(lines) else empty, nxt)
+        score = _likeness(_tokens(stripped[j - 1]) if j else empty, prev)
+        score += _likeness(_tokens(stripped[j + 1]) if j + 1 < len(lines) else empty, nxt)
         key = (score, -abs(j - gap + 0.5))  # of lines alike, the nearest to the cursor
         if key > best_key:
             best, best_key = line[n:], key
@@ -402,7 +403,7 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
             if votes or budget <= 0:
                 origin = dict.fromkeys(votes, "line-end")
                 break
-    elif not votes and not suffix[: suffix.find("\n") if "\n" in suffix else len(suffix)].strip():
+    elif not votes and not _rest_of_line(suffix, 0).strip():
         found = _between(before, below, prefix[line_start:])
         if found:
             votes[found], origin[found] = 1, "context"
