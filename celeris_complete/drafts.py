@@ -1,9 +1,11 @@
 """Drafts: what the repository suggests for the rest of the cursor's line, for the model to verify.
 
 Much of what is typed already exists nearby: the same call with other arguments, the line that
-follows the same line elsewhere.  A draft is the most common continuation, in the open document and
-in the workspace, of lines that start as the cursor's line does (its text before the cursor, the
-indentation aside); at a line's start, of the line that follows a line equal to the previous one.
+follows the same line elsewhere.  A draft is a continuation, in the open document and in the
+workspace, of lines that start as the cursor's line does (its text before the cursor, the indentation
+aside); at a line's start, the line that follows a line equal to the previous one.  Of several, the
+one whose copies sit among lines most like those around the cursor comes first, then the most
+common (``_ranked``).
 When no line starts alike, the document near the cursor is searched further: mid-line, for the
 longest end of the cursor's line (from a token on, at least ``MIN_TAIL`` non-blank characters) that
 recurs with text after it on its line, within ``TAIL_WINDOW`` characters on either side (``second)``
@@ -21,6 +23,7 @@ text around the cursor, which is already in memory.
 
 from __future__ import annotations
 
+import heapq
 import re
 import threading
 from array import array
@@ -46,6 +49,9 @@ CONTEXT_LINES = 600  # and lines (a file of short lines would hold thousands in 
 MIN_CONTEXT = 1.0  # how alike (0-2) the lines around a line must be to those around the cursor to draft it
 TOKEN_START = re.compile(r"\w+|[^\w\s]")  # where a line's end may begin
 PLACE_CHARS = 256  # text before the cursor's line that must match for an earlier answer to be a draft there
+RANKED = 32  # continuations ranked by the lines around their copies (the rest by votes)
+PLACES_LOOKED = 8  # copies of a continuation looked at for that, the nearest to the cursor
+FAR = 1 << 40  # how far another file is, in characters
 
 
 @dataclass(frozen=True)
@@ -164,8 +170,9 @@ class LineTable:
             self._buckets = {key: dict(per) for key, per in self._buckets.items()}
             self._removed = 0
 
-    def continuations(self, key: str, exclude: str | None, counts: Counter) -> None:
-        """Add the continuations of lines starting with ``key`` (at least BUCKET characters)."""
+    def continuations(self, key: str, exclude: str | None, counts: Counter, places: dict | None = None) -> None:
+        """Add the continuations of lines starting with ``key`` (at least BUCKET characters); ``places``
+        as ``_document_lines``'s."""
         n = len(key)
         with self._lock:
             budget = MAX_SCAN
@@ -177,12 +184,15 @@ class LineTable:
                     a, b = starts[i], starts[i + 1] - 1
                     if b - a > n and joined.startswith(key, a, b):
                         counts[joined[a + n : b]] += 1
+                        if places is not None:
+                            places.setdefault(joined[a + n : b], []).append((joined, a, a))
                 budget -= len(numbers)
                 if budget <= 0:
                     return
 
-    def following(self, line: str, exclude: str | None, counts: Counter) -> None:
-        """Add the lines that follow ``line`` elsewhere (at most FOLLOWING_PER_FILE from a file)."""
+    def following(self, line: str, exclude: str | None, counts: Counter, places: dict | None = None) -> None:
+        """Add the lines that follow ``line`` elsewhere (at most FOLLOWING_PER_FILE from a file); ``places``
+        as ``_document_following``'s."""
         h = hash(line)
         with self._lock:
             rows = np.flatnonzero(self._hashes[: self._rows] == h)
@@ -200,6 +210,8 @@ class LineTable:
                 a, b = starts[i], starts[i + 1] - 1
                 if i + 2 < len(starts) and b - a == len(line) and joined.startswith(line, a, b):
                     counts[joined[b + 1 : starts[i + 2] - 1]] += 1
+                    if places is not None:
+                        places.setdefault(joined[b + 1 : starts[i + 2] - 1], []).append((joined, a, b + 1))
                     taken[number] += 1
                     budget -= 1
                     if budget <= 0:
@@ -221,19 +233,23 @@ def _rest_of_line(text: str, i: int) -> str:
     return text[i:end]
 
 
-def _document_lines(text: str, key: str, counts: Counter) -> None:
-    """Count what follows ``key`` on the lines that start with it (after their indentation)."""
+def _document_lines(text: str, key: str, counts: Counter, places: dict | None = None) -> None:
+    """Count what follows ``key`` on the lines that start with it (after their indentation);
+    ``places`` receives, per continuation, where each such line is (see ``_ranked``)."""
     i = text.find(key)
     while i >= 0:
         if _indented_at(text, i):
             rest = _rest_of_line(text, i + len(key)).rstrip()
             if rest and len(rest) <= MAX_LINE:
                 counts[rest] += 1
+                if places is not None:
+                    places.setdefault(rest, []).append((text, i, i))
         i = text.find(key, i + 1)
 
 
-def _document_following(text: str, line: str, counts: Counter) -> None:
-    """Count the lines that follow the lines equal to ``line`` (indentation and trailing blanks aside)."""
+def _document_following(text: str, line: str, counts: Counter, places: dict | None = None) -> None:
+    """Count the lines that follow the lines equal to ``line`` (indentation and trailing blanks aside);
+    ``places`` receives, per such line, where it and the line before it are (see ``_ranked``)."""
     i = text.find(line)
     while i >= 0:
         if _indented_at(text, i):
@@ -245,7 +261,28 @@ def _document_following(text: str, line: str, counts: Counter) -> None:
                 rest = _rest_of_line(text, end + newline).strip(" \t").rstrip()
                 if rest:
                     counts[rest] += 1
+                    if places is not None:
+                        places.setdefault(rest, []).append((text, i, end + newline))
         i = text.find(line, i + 1)
+
+
+def _line_next_to(text: str, i: int, step: int) -> str:
+    """The nearest non-blank line above (``step`` -1) or below (1) the line holding ``text[i]``, stripped."""
+    if step < 0:
+        end = text.rfind("\n", 0, i)
+        while end >= 0:
+            start = text.rfind("\n", 0, end) + 1
+            if line := text[start:end].strip():
+                return line
+            end = start - 1
+        return ""
+    start = text.find("\n", i)
+    while start >= 0:
+        end = text.find("\n", start + 1)
+        if line := text[start + 1 : end if end >= 0 else len(text)].strip():
+            return line
+        start = end
+    return ""
 
 
 def _tails(typed: str) -> list[str]:
@@ -293,13 +330,14 @@ def _likeness(a: frozenset[str], b: frozenset[str]) -> float:
     return common / (len(a) + len(b) - common) if a or b else 0.0
 
 
-def _between(before: str, below: str, indent: str) -> str | None:
-    """At a line's start: the line of the document near the cursor (``CONTEXT_WINDOW``,
+def _between(before: str, below: str, indent: str, limit: int = 1) -> list[str]:
+    """At a line's start: the lines of the document near the cursor (``CONTEXT_WINDOW``,
     ``CONTEXT_LINES``), at the cursor's indentation, whose neighbours look most like the cursor's (the
     non-blank lines above and below it, ``_likeness`` of each added; the two around the cursor are no
-    candidates; of equals, the nearest to the cursor); None unless that reaches ``MIN_CONTEXT``."""
+    candidates), at most ``limit``, the most alike first (of equals, the nearest to the cursor); only
+    those that reach ``MIN_CONTEXT``."""
     if indent.strip(" \t"):
-        return None
+        return []
     above = before[-CONTEXT_WINDOW:].split("\n")[1 if len(before) > CONTEXT_WINDOW else 0 :][-CONTEXT_LINES:]
     under = below[:CONTEXT_WINDOW].split("\n")
     if len(below) > CONTEXT_WINDOW:
@@ -312,8 +350,8 @@ def _between(before: str, below: str, indent: str) -> str | None:
     prev = _tokens(stripped[gap - 1]) if gap else empty
     nxt = _tokens(stripped[gap]) if gap < len(lines) else empty
     if not prev and not nxt:
-        return None
-    best, best_key = None, (MIN_CONTEXT, -len(lines))
+        return []
+    best: dict[str, tuple[float, float]] = {}  # a line -> its best (likeness, nearness)
     n = len(indent)
     for j, line in enumerate(lines):
         if j in (gap - 1, gap):  # the cursor's own neighbours: one of theirs is the other, alike by itself
@@ -323,17 +361,17 @@ def _between(before: str, below: str, indent: str) -> str | None:
         score = _likeness(_tokens(stripped[j - 1]) if j else empty, prev)
         score += _likeness(_tokens(stripped[j + 1]) if j + 1 < len(lines) else empty, nxt)
         key = (score, -abs(j - gap + 0.5))  # of lines alike, the nearest to the cursor
-        if key > best_key:
-            best, best_key = line[n:], key
-    return best
+        if score >= MIN_CONTEXT and key > best.get(line[n:], (-1.0, 0.0)):
+            best[line[n:]] = key
+    return sorted(best, key=best.__getitem__, reverse=True)[:limit]
 
 
 def find_draft(
     prefix: str, suffix: str, table: LineTable | None = None, exclude: str | None = None
 ) -> Draft | None:
-    """The most common continuation of the cursor's line in the document (``prefix``, ``suffix``, the
-    cursor's own line left out; each line counts ``DOCUMENT_WEIGHT`` times) and the workspace, else a
-    ``line-end`` or ``context`` draft from the document; None when there is none."""
+    """The best continuation of the cursor's line in the document (``prefix``, ``suffix``, the cursor's
+    own line left out; each line counts ``DOCUMENT_WEIGHT`` times) and the workspace (``_ranked``), else
+    a ``line-end`` or ``context`` draft from the document; None when there is none."""
     found = find_drafts(prefix, suffix, table, exclude, 1)
     return found[0] if found else None
 
@@ -347,7 +385,7 @@ def find_drafts(
     first: Sequence[Draft] = (),
 ) -> list[Draft]:
     """Up to ``limit`` drafts, distinct: ``first`` (cheaper sources: the typing cache, the previous
-    completion), then the most common continuations as ``find_draft`` counts them."""
+    completion), then the continuations as ``find_draft`` ranks them."""
     out: list[Draft] = []
     for d in first:
         if d.text and all(d.text != o.text for o in out):
@@ -367,21 +405,24 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
     below = suffix[suffix.find("\n") + 1 :] if "\n" in suffix else ""  # below it
     if len(typed) > MAX_LINE:
         return []
+    places: dict[str, list[tuple[str, int, int]]] = {}  # a continuation -> where it is in the document
     if typed:
         if len(typed.strip()) < MIN_KEY:
             return []
+        up = _line_next_to(prefix, line_start, -1)  # the cursor's neighbours, for _ranked
         finders = (
-            ("document", lambda c: (_document_lines(before, typed, c), _document_lines(below, typed, c))),
-            ("workspace", lambda c: table.continuations(typed, exclude, c) if len(typed) >= BUCKET else None),
+            ("document", lambda c: [_document_lines(text, typed, c, places) for text in (before, below)]),
+            ("workspace", lambda c: table.continuations(typed, exclude, c, places) if len(typed) >= BUCKET else None),
         )
     else:
         previous = before[before.rfind("\n") + 1 :].strip() if before else ""
+        up = _line_next_to(before, len(before), -1)  # above the line before the cursor's
         finders = ()
         if previous and len(previous) <= MAX_LINE:
             follow = _document_following
             finders = (
-                ("document", lambda c: (follow(before, previous, c), follow(below, previous, c))),
-                ("workspace", lambda c: table.following(previous, exclude, c)),
+                ("document", lambda c: (follow(before, previous, c, places), follow(below, previous, c, places))),
+                ("workspace", lambda c: table.following(previous, exclude, c, places)),
             )
     votes: Counter[str] = Counter()
     origin: dict[str, str] = {}
@@ -394,7 +435,10 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
         for text, n in counts.items():
             votes[text] += n * (DOCUMENT_WEIGHT if source == "document" else 1)
             origin.setdefault(text, source)
-    if not votes and typed:
+    if votes:
+        ranked = _ranked(votes, places, up, _line_next_to(suffix, 0, 1), before, below)
+        return [Draft(text, origin[text], votes[text]) for text in ranked[:limit]]
+    if typed:
         near_before, near_below = before[-TAIL_WINDOW:], below[:TAIL_WINDOW]
         budget = MAX_SCAN  # occurrences looked at, all ends together
         for tail in _tails(typed):
@@ -403,11 +447,40 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
             if votes or budget <= 0:
                 origin = dict.fromkeys(votes, "line-end")
                 break
-    elif not votes and not _rest_of_line(suffix, 0).strip():
-        found = _between(before, below, prefix[line_start:])
-        if found:
+    elif not _rest_of_line(suffix, 0).strip():
+        for found in _between(before, below, prefix[line_start:], limit):
             votes[found], origin[found] = 1, "context"
     return [Draft(text, origin[text], count) for text, count in votes.most_common(limit)]
+
+
+def _ranked(votes: Counter, places: dict, up: str, down: str, before: str, below: str) -> list[str]:
+    """The continuations, the ``RANKED`` most voted first ordered by how much the lines around their
+    copies in the document look like the lines around the cursor (``up``, ``down``: the best
+    ``_likeness`` sum over a continuation's ``PLACES_LOOKED`` nearest copies), then by votes, then by
+    nearness.  Lines of the same start differ by what surrounds them: ``return rows`` where the
+    function above it ended ``rows = new_rows``, ``return headers`` after ``headers = ...``."""
+    order = [text for text, _ in votes.most_common()]
+    if len(order) < 2 or not (up or down):
+        return order
+    up_tokens, down_tokens = _tokens(up), _tokens(down)
+
+    def distance(place: tuple[str, int, int]) -> int:  # in characters; another file's copies come after
+        text, _, at = place
+        return len(text) - at if text is before else at if text is below else FAR + at
+
+    def key(text: str) -> tuple[float, int, int]:
+        spots = heapq.nsmallest(PLACES_LOOKED, places.get(text, ()), key=distance)
+        alike = max(
+            (
+                _likeness(_tokens(_line_next_to(t, a, -1)), up_tokens)
+                + _likeness(_tokens(_line_next_to(t, b, 1)), down_tokens)
+                for t, a, b in spots
+            ),
+            default=0.0,
+        )
+        return alike, votes[text], -distance(spots[0]) if spots else -2 * FAR
+
+    return sorted(order[:RANKED], key=key, reverse=True) + order[RANKED:]
 
 
 def line_continuation(earlier_prefix: str, text: str, prefix: str) -> str | None:

@@ -38,7 +38,7 @@ def main() -> None:
     }
 
     def complete(d: bool, *call, **options):
-        drafts._tails, drafts._between = found if d or not loose else (lambda typed: [], lambda *args: None)
+        drafts._tails, drafts._between = found if d or not loose else (lambda typed: [], lambda *args: [])
         return engines[d].complete(*call, **options)
 
     cursors = sample_cursors(args.requests)

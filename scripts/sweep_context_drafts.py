@@ -37,7 +37,7 @@ def main() -> None:
     for window in (8_000, 20_000):
         for threshold in (1.0, 1.2, 1.4):
             drafts.CONTEXT_WINDOW, drafts.MIN_CONTEXT = window, threshold
-            found = [(drafts._between(a, b, indent), expected) for a, b, indent, expected in sites]
+            found = [((drafts._between(a, b, indent) or [None])[0], expected) for a, b, indent, expected in sites]
             offered = [(d, e) for d, e in found if d is not None]
             exact = sum(d == e for d, e in offered)
             n = len(sites)

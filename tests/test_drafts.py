@@ -21,7 +21,8 @@ def append(path, text):
 
 def test_the_most_common_continuation_of_the_typed_line_in_the_document():
     d = find_draft(DOC + "\ndef size(path):\n    with open(", "\n")
-    assert (d.text, d.source, d.count) == ("path) as f:", "document", 2)  # three ties: the first seen
+    # Three ties: the one whose neighbours look most like the cursor's (`def load(path):` above it).
+    assert (d.text, d.source, d.count) == ("path) as f:", "document", 2)
     d = find_draft(DOC + "\ndef size(path):\n        f.wr", "\n")
     assert (d.text, d.count) == ("ite(text)", 4)  # two document lines agree (each counts twice)
 
@@ -66,6 +67,12 @@ def test_of_lines_as_alike_the_nearest_and_none_where_the_line_goes_on_after_the
     assert find_draft(doc, "\n    commit()\n").text == "SECOND"
     assert find_draft(doc.replace("\n", "\r\n"), "\r\n    commit()\r\n").text == "SECOND"
     assert find_draft(doc, "x = 1\n    commit()\n") is None  # the cursor's line has text after it
+    # Several (an invoked request's alternatives): the most alike first, each line once, none below MIN_CONTEXT.
+    from celeris_complete.drafts import find_drafts
+
+    doc = "    check(a)\n    FIRST\n    commit()\n    check(a)\n    SECOND\n    log()\n    FIRST\n    commit()\n"
+    got = find_drafts(doc + "    check(b)\n    ", "\n    commit()\n", limit=4)
+    assert [(d.text, d.source) for d in got] == [("FIRST", "context"), ("SECOND", "context")]
 
 
 def test_a_line_between_alike_lines_is_looked_for_near_the_cursor_only(monkeypatch):
@@ -88,7 +95,7 @@ def test_when_no_line_starts_alike_the_longest_end_of_the_line_that_recurs_in_th
     assert find_draft(doc + "    h(a", "\n") is None  # "(a": too short an end to go by
     # A line that starts as the cursor's does comes first, whatever the ends elsewhere say.
     d = find_draft(doc + "log(b, a, z)\n    log(b, a, ", "\n")
-    assert (d.text, d.source) == ("y)", "document")
+    assert (d.text, d.source) == ("z)", "document")
     crlf = doc.replace("\n", "\r\n") + "    other = combine(first_dict, "
     assert find_draft(crlf, "\r\n").text == "second_dict)"
     # A line's end followed by data (a long string) gives no draft: MAX_LINE characters at most.
@@ -164,8 +171,8 @@ def test_several_drafts_cheapest_first_then_by_votes_each_once():
     got = find_drafts(DOC + "\ndef size(path):\n    with open(", "\n", limit=3, first=first)
     assert [(d.text, d.source) for d in got] == [
         ("path) as f:", "typing-cache"),  # the document's own vote for it does not repeat it
+        ('path, "a") as f:', "document"),  # as alike as the next one (`def ...(path, text):`), and nearer
         ('path, "w") as f:', "document"),
-        ('path, "a") as f:', "document"),
     ]
 
 
@@ -221,3 +228,46 @@ def test_the_document_is_searched_line_by_line_whatever_the_line_endings():
     _document_following(text, ")", counts)
     # consecutive equal lines each count; blank lines give nothing
     assert counts == Counter({")": 1, "y()": 1, "z()": 1})
+
+
+RETURNS = """def headers(data):
+    headers = data.keys()
+    return headers
+
+def rows(data):
+    rows = list(data)
+    return rows
+
+def values(data):
+    values = data.values()
+    return values
+
+def totals(data):
+    totals = sum(data)
+    return values
+"""
+
+
+def test_continuations_are_ranked_by_how_alike_the_lines_around_their_copies_are():
+    from celeris_complete.drafts import find_drafts
+
+    # The copy whose line above looks like the cursor's (`rows = ...`) wins, not the first seen
+    # (`headers`), the nearest or the most voted (`values`, twice in the document); then `totals = ...`
+    # above `return values` is more like `rows = sorted(data)` than `headers = data.keys()` is.
+    got = find_drafts(RETURNS + "\ndef more(data):\n    rows = sorted(data)\n    return ", "\n", limit=4)
+    assert [(d.text, d.source, d.count) for d in got] == [
+        ("rows", "document", 2),
+        ("values", "document", 4),
+        ("headers", "document", 2),
+    ]
+    # At a line's start, the line above the line before the cursor's decides between what followed it.
+    doc = "if a:\n    pass\nelse:\n    return 1\n\nif b:\n    log()\nelse:\n    raise KeyError\n\n"
+    assert find_drafts(doc + "if c:\n    log()\nelse:\n    ", "\n")[0].text == "raise KeyError"
+    assert find_drafts(doc + "if c:\n    pass\nelse:\n    ", "\n")[0].text == "return 1"
+    # Copies in workspace files count too, and the lines around them.
+    table = LineTable()
+    table.set_file("a.py", "x = load()\nreturn x\ny = build()\nreturn y\n")
+    table.set_file("b.py", "y = build(1)\nreturn y\n")
+    assert find_drafts("def f():\n    x = load(2)\n    return ", "\n", table)[0].text == "x"
+    # Nothing around the cursor to compare: by votes.
+    assert find_drafts("    return ", "", table)[0].text == "y"
