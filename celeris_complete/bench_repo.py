@@ -230,8 +230,12 @@ def inserted_at_cursor(item: types.InlineCompletionItem, line_before: str) -> st
 
 
 # ---- the run --------------------------------------------------------------------------------
-async def _ask(client: LanguageClient, work: Path, text: str, site: Site, notes: list, budget_ms: float) -> dict:
-    """Open the file as it is at ``site``, request a completion at the cursor, close it: the site's result."""
+async def _ask(
+    client: LanguageClient, work: Path, text: str, site: Site, notes: list, budget_ms: float, invoked: bool = False
+) -> dict:
+    """Open the file as it is at ``site``, request a completion at the cursor, close it: the site's result.
+    ``invoked``: the request a user makes (with alternatives) rather than an automatic one; every item's
+    first line is kept (``offered``) and whether one of them is exact (``exact_offered``)."""
     path = work / site.file
     if path.exists():
         raise RuntimeError(f"{site.file} is under test but in the server's workspace")
@@ -241,7 +245,9 @@ async def _ask(client: LanguageClient, work: Path, text: str, site: Site, notes:
     client.text_document_did_open(types.DidOpenTextDocumentParams(item))
     notes.clear()
     sent = time.perf_counter()
-    answer = await asyncio.wait_for(inline_completion(client, uri, site.line, _utf16(before)), REQUEST_TIMEOUT_S)
+    answer = await asyncio.wait_for(
+        inline_completion(client, uri, site.line, _utf16(before), invoked), REQUEST_TIMEOUT_S
+    )
     took_ms = (time.perf_counter() - sent) * 1e3
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     items = answer.items if answer else []
@@ -249,9 +255,14 @@ async def _ask(client: LanguageClient, work: Path, text: str, site: Site, notes:
     note = notes[-1] if notes else None  # the server's timings, sent just before its answer
     engine_ms = getattr(getattr(note, "engine_ms", None), "total", None)
     root = str(work) + os.sep
+    offered = {}
+    if invoked:
+        lines = [score(site.expected, inserted_at_cursor(item, before))["got"] for item in items]
+        offered = {"offered": lines, "exact_offered": site.expected.rstrip() in lines}
     return {
         **asdict(site),
         **score(site.expected, got),
+        **offered,
         "answer": got if items else None,  # all of it (None: no item at all)
         "latency_ms": round(took_ms, 2),
         "source": getattr(note, "source", None),  # "model" or "typing-cache"
@@ -263,7 +274,9 @@ async def _ask(client: LanguageClient, work: Path, text: str, site: Site, notes:
     }
 
 
-async def _serve_sites(root: Path, files: Mapping[str, str], sites: Sequence[Site], options: dict) -> dict:
+async def _serve_sites(
+    root: Path, files: Mapping[str, str], sites: Sequence[Site], options: dict, invoked: bool = False
+) -> dict:
     """Run ``sites`` against a server whose workspace is a copy of ``root`` without the files under test."""
     under_test = sorted({s.file for s in sites})
     with tempfile.TemporaryDirectory(prefix="celeris-bench-repo-") as tmp:
@@ -281,7 +294,7 @@ async def _serve_sites(root: Path, files: Mapping[str, str], sites: Sequence[Sit
             on_disk = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
             status = await client.protocol.send_request_async("celeris/status", {})
             budget_ms = status.settings.budget_ms
-            results = [await _ask(client, work, files[s.file], s, notes, budget_ms) for s in sites]
+            results = [await _ask(client, work, files[s.file], s, notes, budget_ms, invoked) for s in sites]
         finally:
             await stop_server(client)
     return {
@@ -298,9 +311,13 @@ def _figures(results: Sequence[dict]) -> dict:
     n = len(results)
     if not n:
         return {"sites": 0}
+    offered = {}
+    if all("exact_offered" in r for r in results):  # invoked requests: one of the items exact
+        offered = {"exact_offered": round(sum(r["exact_offered"] for r in results) / n, 4)}
     return {
         "sites": n,
         "exact_match": round(sum(r["exact"] for r in results) / n, 4),
+        **offered,
         "edit_similarity": round(sum(r["similarity"] for r in results) / n, 4),
         "empty_rate": round(sum(r["empty"] for r in results) / n, 4),
         "no_item_rate": round(sum(r["answer"] is None for r in results) / n, 4),  # a part of the empty ones
@@ -328,14 +345,14 @@ def summarize(results: Sequence[dict]) -> dict:
 
 
 def evaluate_folder(
-    root: Path, sites: int, max_files: int = 4, seed: int | str = 0, options: dict | None = None
+    root: Path, sites: int, max_files: int = 4, seed: int | str = 0, options: dict | None = None, invoked: bool = False
 ) -> dict:
     """Choose sites in the package at ``root`` and answer them with one server (see the module doc)."""
     files = python_files(root)
     chosen = choose_sites(files, sites, max_files, seed)
     if not chosen:
         raise CelerisError(f"{root}: no file with {MIN_FILE_LINES} lines to complete")
-    served = asyncio.run(_serve_sites(root, files, chosen, options or {}))
+    served = asyncio.run(_serve_sites(root, files, chosen, options or {}, invoked))
     results = served.pop("results")
     return {**summarize(results), "package_files": len(files), **served, "results": results}
 
@@ -347,8 +364,10 @@ def run(
     seed: int = 0,
     options: dict | None = None,
     progress: Callable[[str], None] | None = None,
+    invoked: bool = False,
 ) -> dict:
-    """The benchmark over ``packages``: per package and overall figures, and every site."""
+    """The benchmark over ``packages``: per package and overall figures, and every site (``invoked``:
+    requests as a user makes them, with the server's alternatives)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     per_package, everything, settings = {}, [], None
@@ -356,7 +375,7 @@ def run(
         say(f"{name} {version}: fetching")
         root = fetch_package(name, version)
         t0 = time.perf_counter()
-        result = evaluate_folder(root, sites, max_files, f"{name}:{seed}", options)
+        result = evaluate_folder(root, sites, max_files, f"{name}:{seed}", options, invoked)
         settings = result.pop("server_settings")
         result = {"version": version, **result, "seconds": round(time.perf_counter() - t0, 1)}
         per_package[name] = result
@@ -372,6 +391,7 @@ def run(
         "sites_per_package": sites,
         "max_files": max_files,
         "options": options or {},
+        "invoked": invoked,
         "server_settings": settings,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -400,4 +420,9 @@ def table(result: dict) -> str:
             f"| {kinds['mid'].get('exact_match', 0):.1%} / {kinds['mid'].get('edit_similarity', 0):.3f} "
             f"| {p['latency_ms_p50']} | {p['over_budget'] or 0:.1%} |"
         )
+    if "exact_offered" in result["overall"]:  # invoked: one of the items exact, per package
+        lines[0] += " one item exact |"
+        lines[1] += "---|"
+        for i, (_, p) in enumerate(rows, 2):
+            lines[i] += f" {p['exact_offered']:.1%} |"
     return "\n".join(lines)

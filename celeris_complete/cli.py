@@ -571,6 +571,12 @@ def bench_repo(
         Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
     ] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
+    invoked: Annotated[
+        bool,
+        typer.Option(
+            "--invoked", help="Requests as a user makes them (with the server's alternatives): one item exact too."
+        ),
+    ] = False,
 ) -> None:
     """Complete lines in real Python packages the model never saw (pinned versions, downloaded with pip
     into a cache) through the real language server: exact match, edit similarity, empty answers, latency."""
@@ -589,7 +595,13 @@ def bench_repo(
     options = server_options(options, setting)
     try:
         result = run(
-            [(p, pinned[p]) for p in chosen], sites, files, seed, options, progress=lambda m: typer.echo(m, err=True)
+            [(p, pinned[p]) for p in chosen],
+            sites,
+            files,
+            seed,
+            options,
+            progress=lambda m: typer.echo(m, err=True),
+            invoked=invoked,
         )
     except (CelerisError, RuntimeError) as exc:
         fail(str(exc))

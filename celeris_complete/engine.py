@@ -4,8 +4,9 @@ Everything slow (loading, quantizing, thread set-up, lookup tables) happens in
 the constructor; ``complete`` is the hot path: build the context, take its
 keys/values from the cache (encoding only the tokens the cache lacks), run a
 few refinement steps on the span canvas, detokenize, post-process.  Alternatives (an invoked
-completion) ride along: the same decode, then the sampled canvases as one batch on the same cached
-context, starting from the first step's prediction (see ``diffusion.py``).
+completion) ride along: the drafts ranked after the one the model judged, as they are, then sampled
+canvases as one batch on the same cached context, starting from the first step's prediction (see
+``diffusion.py``).
 
 What runs the model is a backend (``backend.py``): our own model directory (eager, traced or
 ONNX), a transformers directory of a public diffusion model, or a remote server.  The engine asks
@@ -56,7 +57,8 @@ class Completion:
     heal: str = ""  # text cut from before the cursor that the span rewrites (token healing)
     snippet_tokens: int = 0  # context tokens taken by snippets from other files
     draft: dict | None = None  # the draft offered: its source, its tokens, how many the model kept
-    alternatives: tuple[str, ...] = ()  # sampled completions, as ``text`` (they may repeat it or each other)
+    # Other drafts, then sampled completions, as ``text`` (they may repeat it or each other).
+    alternatives: tuple[str, ...] = ()
     # The compiler's verdict (Python; see syntax_check.py): "ok", "elsewhere" (the window is broken
     # whatever the answer), or for an answer it blamed: "reindented", "shortened", "replaced" (by a
     # sampled answer), "withheld" or "kept"; "" when not checked.
@@ -164,8 +166,8 @@ class Engine:
         from other files that may help, most relevant first.  ``lines``: the workspace's lines, for
         drafts (``source`` is the document's key there, left out of its own drafts); ``drafts``: cheaper
         drafts found by the caller (the language server's typing cache), tried first.
-        ``alternatives`` > 1: also that many completions less one, sampled (``Completion.alternatives``);
-        the answer itself is the same as without them.
+        ``alternatives`` > 1: also that many completions less one (``Completion.alternatives``): the
+        next drafts as ranked, then samples; the answer itself is the same as without them.
         ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
         step (see ``canvas_text``), before post-processing.
         ``language`` (an LSP language id or a file name): for Python, an answer the parser blames is
@@ -199,10 +201,12 @@ class Engine:
             # At a blank line an answer that first ends the line would be empty after post-processing.
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
         t_draft0 = time.perf_counter()
-        offers, draft_ids = [], None
+        offers, draft_ids, spare = [], None, []
         if s.drafts and settings.temperature == 0 and can.drafts:
             cheap = (*drafts, *self.previous.drafts(source, prefix))
-            offers = find_drafts(prefix, suffix, lines, source, s.draft_candidates, cheap)
+            found = find_drafts(prefix, suffix, lines, source, max(s.draft_candidates, alternatives), cheap)
+            # The model judges the first; the next ones are alternatives as they are, before any sample.
+            offers, spare = found[: s.draft_candidates], found[s.draft_candidates :]
             line = "" if "\n" in ctx.heal else prefix[prefix.rfind("\n") + 1 : len(prefix) - len(ctx.heal)][-MAX_LINE:]
             # A line ends the span; a block's first line is drafted and the model writes the rest.
             end, tail = ([self.ids.eos], "") if mode == "line" else ([], "\n")
@@ -258,17 +262,20 @@ class Engine:
                     settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
                 )
             rows = None
-            if alternatives > 1 and first is not None:
+            if alternatives - 1 > len(spare) and first is not None:
                 rows = self._alternatives(
-                    kv, ctx, canvas, sampled, alternatives - 1, first, first_allowed, mode, should_stop, should_cancel
-                )
+                    kv, ctx, canvas, sampled, alternatives - 1 - len(spare), first, first_allowed, mode, should_stop,
+                    should_cancel,
+                )  # fmt: skip
             t_alt = time.perf_counter()
             span = span_tokens(out[0], self.ids.eos)
             raw = self.tok.decode(span)
             after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
             t4 = time.perf_counter()
             text = postprocess(after_cursor, prefix, suffix, mode)
-            others = () if rows is None else tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
+            others = tuple(postprocess(d.text, prefix, suffix, mode) for d in spare)
+            if rows is not None:
+                others += tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
             t5 = time.perf_counter()
             verdict = ""
             if checked:  # under the lock: a blamed answer's replacements decode on the same keys/values
@@ -299,7 +306,7 @@ class Engine:
             "total": (t6 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
-        if rows is not None:
+        if alternatives > 1:
             timings["alternatives"] = (t_alt - t3) * 1e3  # their decode; their post-processing is in postprocess
         offered = None
         if offers:

@@ -18,6 +18,7 @@ from celeris_complete.bench_repo import (
     inserted_at_cursor,
     python_files,
     score,
+    table,
 )
 from celeris_complete.corpus_packages import PINNED
 from celeris_complete.errors import CelerisError
@@ -134,3 +135,15 @@ def test_short_run_through_the_real_server(package, shipped_model_dir):
     assert result["exact_match"] == pytest.approx(sum(r["exact"] for r in results) / 6, abs=1e-4)
     assert 0 <= result["edit_similarity"] <= 1 and result["by_kind"]["indent"]["sites"] == 3
     assert result["latency_ms_p50"] > 0
+
+
+def test_invoked_requests_keep_every_item_offered(package, shipped_model_dir):
+    result = evaluate_folder(package, 6, max_files=4, seed=0, options={"model": str(shipped_model_dir)}, invoked=True)
+    results = result["results"]
+    for r in results:
+        assert r["offered"][:1] == ([r["got"]] if r["answer"] is not None else [])  # the first item is the answer
+        assert len(r["offered"]) <= 3 and r["exact_offered"] == (r["expected"] in r["offered"])
+    assert any(len(r["offered"]) > 1 for r in results)  # alternatives came with the answers
+    assert result["exact_offered"] >= result["exact_match"]
+    assert result["exact_offered"] == pytest.approx(sum(r["exact_offered"] for r in results) / 6, abs=1e-4)
+    assert "one item exact" in table({"packages": {}, "overall": result})

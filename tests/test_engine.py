@@ -247,3 +247,23 @@ def test_the_previous_completion_on_the_same_line_is_a_draft(engine):
     assert other.draft is None  # another document's answers are not this one's
     elsewhere = engine.complete("x = 2\nresult = session.query(User).fil", ")\n", mode="line", source="p.py")
     assert elsewhere.draft is None  # nor those given at another place
+
+
+def test_an_invoked_request_offers_the_next_drafts_before_any_sample(engine):
+    # Three calls with other arguments above the cursor: the model judges the first draft (the copy among
+    # the most alike lines), the next two are the alternatives as they are, and nothing is sampled.
+    prefix = (
+        "def run(items, rate):\n    total = compute_total(items, rate)\n    return total\n\n"
+        "def keep(items):\n    total = compute_total(items, 0)\n    return total\n\n"
+        "def check(items, strict):\n    total = compute_total(items, strict=strict)\n    return total\n\n"
+        "def again(items, rate):\n    total = compute_total("
+    )
+    alone = engine.complete(prefix, "\n    return total\n", mode="line")
+    done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3)
+    assert (done.text, done.raw, done.draft) == (alone.text, alone.raw, alone.draft)
+    assert done.draft["source"] == "document" and alone.text == "items, rate)"
+    assert done.alternatives == ("items, strict=strict)", "items, 0)")
+    assert done.timings_ms["alternatives"] < 1.0  # no model call for them
+    # One draft only: the second alternative is sampled.
+    two = engine.complete(prefix.replace("strict=strict", "rate"), "\n    return total\n", mode="line", alternatives=3)
+    assert two.alternatives[0] == "items, 0)" and len(two.alternatives) == 2
