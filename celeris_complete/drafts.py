@@ -52,6 +52,8 @@ PLACE_CHARS = 256  # text before the cursor's line that must match for an earlie
 RANKED = 32  # continuations ranked by the lines around their copies (the rest by votes)
 PLACES_LOOKED = 8  # copies of a continuation looked at for that, the nearest to the cursor
 FAR = 1 << 40  # how far another file is, in characters
+NEIGHBOUR_REACH = 4096  # characters looked through for a copy's neighbouring line (past blank lines)
+NONBLANK = re.compile(r"\S")
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,7 @@ class LineTable:
                     a, b = starts[i], starts[i + 1] - 1
                     if b - a > n and joined.startswith(key, a, b):
                         counts[joined[a + n : b]] += 1
-                        if places is not None:
-                            places.setdefault(joined[a + n : b], []).append((joined, a, a))
+                        _note(places, joined[a + n : b], (joined, a, a))
                 budget -= len(numbers)
                 if budget <= 0:
                     return
@@ -210,8 +211,7 @@ class LineTable:
                 a, b = starts[i], starts[i + 1] - 1
                 if i + 2 < len(starts) and b - a == len(line) and joined.startswith(line, a, b):
                     counts[joined[b + 1 : starts[i + 2] - 1]] += 1
-                    if places is not None:
-                        places.setdefault(joined[b + 1 : starts[i + 2] - 1], []).append((joined, a, b + 1))
+                    _note(places, joined[b + 1 : starts[i + 2] - 1], (joined, a, b + 1))
                     taken[number] += 1
                     budget -= 1
                     if budget <= 0:
@@ -233,23 +233,40 @@ def _rest_of_line(text: str, i: int) -> str:
     return text[i:end]
 
 
-def _document_lines(text: str, key: str, counts: Counter, places: dict | None = None) -> None:
+def _note(places: dict | None, key: str, place: tuple[str, int, int], last: bool = False) -> None:
+    """Keep where a copy of the continuation ``key`` is, for ``_ranked``: the first ``PLACES_LOOKED``
+    copies found (``last``: the last ones, the nearest in a text above the cursor searched forward)."""
+    if places is None:
+        return
+    spots = places.get(key)
+    if spots is None:
+        places[key] = [place]
+    elif last:
+        spots.append(place)
+        if len(spots) > 2 * PLACES_LOOKED:
+            del spots[:-PLACES_LOOKED]
+    elif len(spots) < PLACES_LOOKED:
+        spots.append(place)
+
+
+def _document_lines(text: str, key: str, counts: Counter, places: dict | None = None, last: bool = False) -> None:
     """Count what follows ``key`` on the lines that start with it (after their indentation);
-    ``places`` receives, per continuation, where each such line is (see ``_ranked``)."""
+    ``places`` receives, per continuation, where such lines are (``_note``)."""
     i = text.find(key)
     while i >= 0:
         if _indented_at(text, i):
             rest = _rest_of_line(text, i + len(key)).rstrip()
             if rest and len(rest) <= MAX_LINE:
                 counts[rest] += 1
-                if places is not None:
-                    places.setdefault(rest, []).append((text, i, i))
+                _note(places, rest, (text, i, i), last)
         i = text.find(key, i + 1)
 
 
-def _document_following(text: str, line: str, counts: Counter, places: dict | None = None) -> None:
+def _document_following(
+    text: str, line: str, counts: Counter, places: dict | None = None, last: bool = False
+) -> None:
     """Count the lines that follow the lines equal to ``line`` (indentation and trailing blanks aside);
-    ``places`` receives, per such line, where it and the line before it are (see ``_ranked``)."""
+    ``places`` receives, per such line, where it and the line before it are (``_note``)."""
     i = text.find(line)
     while i >= 0:
         if _indented_at(text, i):
@@ -261,28 +278,34 @@ def _document_following(text: str, line: str, counts: Counter, places: dict | No
                 rest = _rest_of_line(text, end + newline).strip(" \t").rstrip()
                 if rest:
                     counts[rest] += 1
-                    if places is not None:
-                        places.setdefault(rest, []).append((text, i, end + newline))
+                    _note(places, rest, (text, i, end + newline), last)
         i = text.find(line, i + 1)
 
 
 def _line_next_to(text: str, i: int, step: int) -> str:
-    """The nearest non-blank line above (``step`` -1) or below (1) the line holding ``text[i]``, stripped."""
+    """The nearest non-blank line above (``step`` -1) or below (1) the line holding ``text[i]``, stripped;
+    "" when there is none within ``NEIGHBOUR_REACH`` characters, or it is longer than ``MAX_LINE``."""
     if step < 0:
         end = text.rfind("\n", 0, i)
-        while end >= 0:
-            start = text.rfind("\n", 0, end) + 1
-            if line := text[start:end].strip():
-                return line
-            end = start - 1
+        if end < 0:
+            return ""
+        reach = max(0, end - NEIGHBOUR_REACH)
+        chunk = text[reach:end].rstrip()
+        start = chunk.rfind("\n") + 1
+        if not chunk or (start == 0 and reach > 0) or len(chunk) - start > MAX_LINE:
+            return ""
+        return chunk[start:].strip()
+    end = text.find("\n", i)
+    found = NONBLANK.search(text, end, end + NEIGHBOUR_REACH) if end >= 0 else None
+    if found is None:
         return ""
-    start = text.find("\n", i)
-    while start >= 0:
-        end = text.find("\n", start + 1)
-        if line := text[start + 1 : end if end >= 0 else len(text)].strip():
-            return line
-        start = end
-    return ""
+    at = found.start()
+    stop = text.find("\n", at, at + MAX_LINE + 2)
+    if stop < 0:
+        if len(text) - at > MAX_LINE + 1:
+            return ""
+        stop = len(text)
+    return text[text.rfind("\n", 0, at) + 1 : stop].strip()
 
 
 def _tails(typed: str) -> list[str]:
@@ -405,24 +428,26 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
     below = suffix[suffix.find("\n") + 1 :] if "\n" in suffix else ""  # below it
     if len(typed) > MAX_LINE:
         return []
-    places: dict[str, list[tuple[str, int, int]]] = {}  # a continuation -> where it is in the document
+    # Where each continuation's copies are, for _ranked: above the cursor, below it, in the workspace.
+    above: dict[str, list] = {}
+    under: dict[str, list] = {}
+    elsewhere: dict[str, list] = {}
     if typed:
         if len(typed.strip()) < MIN_KEY:
             return []
-        up = _line_next_to(prefix, line_start, -1)  # the cursor's neighbours, for _ranked
+        lines = _document_lines
         finders = (
-            ("document", lambda c: [_document_lines(text, typed, c, places) for text in (before, below)]),
-            ("workspace", lambda c: table.continuations(typed, exclude, c, places) if len(typed) >= BUCKET else None),
+            ("document", lambda c: (lines(before, typed, c, above, True), lines(below, typed, c, under))),
+            ("workspace", lambda c: table.continuations(typed, exclude, c, elsewhere) if len(typed) >= BUCKET else 0),
         )
     else:
         previous = before[before.rfind("\n") + 1 :].strip() if before else ""
-        up = _line_next_to(before, len(before), -1)  # above the line before the cursor's
         finders = ()
         if previous and len(previous) <= MAX_LINE:
             follow = _document_following
             finders = (
-                ("document", lambda c: (follow(before, previous, c, places), follow(below, previous, c, places))),
-                ("workspace", lambda c: table.following(previous, exclude, c, places)),
+                ("document", lambda c: (follow(before, previous, c, above, True), follow(below, previous, c, under))),
+                ("workspace", lambda c: table.following(previous, exclude, c, elsewhere)),
             )
     votes: Counter[str] = Counter()
     origin: dict[str, str] = {}
@@ -436,7 +461,11 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
             votes[text] += n * (DOCUMENT_WEIGHT if source == "document" else 1)
             origin.setdefault(text, source)
     if votes:
-        ranked = _ranked(votes, places, up, _line_next_to(suffix, 0, 1), before, below)
+        ranked = [text for text, _ in votes.most_common()]
+        if len(ranked) > 1:  # the cursor's neighbours (at a line's start: above the line before it's)
+            up = _line_next_to(prefix, line_start, -1) if typed else _line_next_to(before, len(before), -1)
+            places = (above, under, elsewhere)
+            ranked = _ranked(votes, places, up, _line_next_to(suffix, 0, 1), before, below)
         return [Draft(text, origin[text], votes[text]) for text in ranked[:limit]]
     if typed:
         near_before, near_below = before[-TAIL_WINDOW:], below[:TAIL_WINDOW]
@@ -453,12 +482,12 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
     return [Draft(text, origin[text], count) for text, count in votes.most_common(limit)]
 
 
-def _ranked(votes: Counter, places: dict, up: str, down: str, before: str, below: str) -> list[str]:
+def _ranked(votes: Counter, places: tuple[dict, ...], up: str, down: str, before: str, below: str) -> list[str]:
     """The continuations, the ``RANKED`` most voted first ordered by how much the lines around their
     copies in the document look like the lines around the cursor (``up``, ``down``: the best
     ``_likeness`` sum over a continuation's ``PLACES_LOOKED`` nearest copies), then by votes, then by
-    nearness.  Lines of the same start differ by what surrounds them: ``return rows`` where the
-    function above it ended ``rows = new_rows``, ``return headers`` after ``headers = ...``."""
+    nearness.  Lines of the same start differ by what surrounds them: ``return rows`` where the line
+    above is ``rows = ...``, ``return headers`` after ``headers = ...``."""
     order = [text for text, _ in votes.most_common()]
     if len(order) < 2 or not (up or down):
         return order
@@ -469,7 +498,7 @@ def _ranked(votes: Counter, places: dict, up: str, down: str, before: str, below
         return len(text) - at if text is before else at if text is below else FAR + at
 
     def key(text: str) -> tuple[float, int, int]:
-        spots = heapq.nsmallest(PLACES_LOOKED, places.get(text, ()), key=distance)
+        spots = heapq.nsmallest(PLACES_LOOKED, [p for held in places for p in held.get(text, ())], key=distance)
         alike = max(
             (
                 _likeness(_tokens(_line_next_to(t, a, -1)), up_tokens)

@@ -4,9 +4,10 @@ Everything slow (loading, quantizing, thread set-up, lookup tables) happens in
 the constructor; ``complete`` is the hot path: build the context, take its
 keys/values from the cache (encoding only the tokens the cache lacks), run a
 few refinement steps on the span canvas, detokenize, post-process.  Alternatives (an invoked
-completion) ride along: the drafts ranked after the one the model judged, as they are, then sampled
-canvases as one batch on the same cached context, starting from the first step's prediction (see
-``diffusion.py``).
+completion) ride along: the drafts ranked after those the model judged, as they are (post-processed,
+and checked by the compiler for Python), then sampled canvases for the places left, as one batch on
+the same cached context, starting from the first step's prediction (see ``diffusion.py``).  Only
+samples may replace an answer the compiler blames: a draft the model never judged may not.
 
 What runs the model is a backend (``backend.py``): our own model directory (eager, traced or
 ONNX), a transformers directory of a public diffusion model, or a remote server.  The engine asks
@@ -33,7 +34,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
-from .syntax_check import BLAMED, check, is_python, judge
+from .syntax_check import BLAMED, check, is_python, judge, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -167,7 +168,8 @@ class Engine:
         drafts (``source`` is the document's key there, left out of its own drafts); ``drafts``: cheaper
         drafts found by the caller (the language server's typing cache), tried first.
         ``alternatives`` > 1: also that many completions less one (``Completion.alternatives``): the
-        next drafts as ranked, then samples; the answer itself is the same as without them.
+        next drafts as ranked, then samples; the answer itself is the same as without them (except where
+        the compiler blames it mid-line: then the samples are tried as its replacement).
         ``on_step(step, text)``, when given, sees the whole canvas as text after every refinement
         step (see ``canvas_text``), before post-processing.
         ``language`` (an LSP language id or a file name): for Python, an answer the parser blames is
@@ -261,21 +263,21 @@ class Engine:
                 sampled = replace(
                     settings, temperature=ALTERNATIVE_TEMPERATURE, top_k=ALTERNATIVE_TOP_K, seed=settings.seed or 0
                 )
-            rows = None
-            if alternatives - 1 > len(spare) and first is not None:
-                rows = self._alternatives(
-                    kv, ctx, canvas, sampled, alternatives - 1 - len(spare), first, first_allowed, mode, should_stop,
-                    should_cancel,
-                )  # fmt: skip
-            t_alt = time.perf_counter()
             span = span_tokens(out[0], self.ids.eos)
             raw = self.tok.decode(span)
             after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
             t4 = time.perf_counter()
             text = postprocess(after_cursor, prefix, suffix, mode)
-            others = tuple(postprocess(d.text, prefix, suffix, mode) for d in spare)
-            if rows is not None:
-                others += tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
+            drafted = _usable(spare, text, prefix, suffix, mode, checked)
+            t_alt0 = time.perf_counter()
+            rows = None
+            if alternatives - 1 > len(drafted) and first is not None:  # samples for the places drafts left
+                rows = self._alternatives(
+                    kv, ctx, canvas, sampled, alternatives - 1 - len(drafted), first, first_allowed, mode,
+                    should_stop, should_cancel,
+                )  # fmt: skip
+            t_alt = time.perf_counter()
+            others = () if rows is None else tuple(self._text(row, ctx.heal, prefix, suffix, mode) for row in rows)
             t5 = time.perf_counter()
             verdict = ""
             if checked:  # under the lock: a blamed answer's replacements decode on the same keys/values
@@ -290,9 +292,11 @@ class Engine:
                     )
                     return [self._text(row, ctx.heal, prefix, suffix, mode) for row in drawn]
 
+                # Only samples may replace a blamed answer (a draft the model never judged may not).
                 text, verdict, win = check(text, prefix, suffix, others, sample)
                 # Alternatives the user asked for: none the compiler blames either.
                 others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
+            others = tuple(d for d in drafted if d != text) + others
         t6 = time.perf_counter()
         timings = {
             "tokenize": (t_draft0 - t0) * 1e3,
@@ -300,14 +304,14 @@ class Engine:
             "queue": (t_locked - t1) * 1e3,
             "context_encode": (t2 - t_locked) * 1e3,
             "refine": (t3 - t2) * 1e3,
-            "detokenize": (t4 - t_alt) * 1e3,
-            "postprocess": (t5 - t4) * 1e3,
+            "detokenize": (t4 - t3) * 1e3,
+            "postprocess": (t_alt0 - t4 + t5 - t_alt) * 1e3,
             "syntax": (t6 - t5) * 1e3,
             "total": (t6 - t0) * 1e3,
         }
         timings["steps"] = [round(t * 1e3, 3) for t in step_times]
         if alternatives > 1:
-            timings["alternatives"] = (t_alt - t3) * 1e3  # their decode; their post-processing is in postprocess
+            timings["alternatives"] = (t_alt - t_alt0) * 1e3  # their decode; their post-processing is in postprocess
         offered = None
         if offers:
             pick = chosen[0] if chosen else 0
@@ -372,3 +376,17 @@ class Engine:
         """A canvas as the text an editor shows (as for the answer in ``complete``)."""
         raw = self.tok.decode(span_tokens(row, self.ids.eos))
         return postprocess(raw[len(heal) :] if raw.startswith(heal) else raw, prefix, suffix, mode)
+
+
+def _usable(spare: Sequence[Draft], text: str, prefix: str, suffix: str, mode: str, checked: bool) -> list[str]:
+    """The drafts after the one the model judged, as an invoked request's alternatives: post-processed,
+    non-empty, other than the answer, each once, and (``checked``: Python) none the compiler blames."""
+    out: list[str] = []
+    for d in spare:
+        t = postprocess(d.text, prefix, suffix, mode)
+        if t.strip() and t != text and t not in out:
+            out.append(t)
+    if checked and out:
+        win = window(prefix, suffix)
+        out = [t for t in out if judge(win, t) != BLAMED]
+    return out

@@ -271,3 +271,38 @@ def test_continuations_are_ranked_by_how_alike_the_lines_around_their_copies_are
     assert find_drafts("def f():\n    x = load(2)\n    return ", "\n", table)[0].text == "x"
     # Nothing around the cursor to compare: by votes.
     assert find_drafts("    return ", "", table)[0].text == "y"
+
+
+def test_a_copys_neighbours_skip_blank_lines_but_not_far_and_never_a_long_line(monkeypatch):
+    from celeris_complete.drafts import MAX_LINE, _line_next_to
+
+    text = "first()\r\n\r\n  \t\n    copy = 1\n\n\nlast()"
+    at = text.index("copy")
+    assert (_line_next_to(text, at, -1), _line_next_to(text, at, 1)) == ("first()", "last()")
+    assert _line_next_to(text, 0, -1) == "" and _line_next_to(text, len(text) - 1, 1) == ""  # first / last line
+    far = "above()\n" + "\n" * 5000 + "x\n" + "\n" * 5000 + "below()"
+    at = far.index("x")
+    assert _line_next_to(far, at, -1) == "" and _line_next_to(far, at, 1) == ""  # beyond NEIGHBOUR_REACH
+    monkeypatch.setattr(drafts, "NEIGHBOUR_REACH", 20_000)
+    assert (_line_next_to(far, at, -1), _line_next_to(far, at, 1)) == ("above()", "below()")
+    long = "y" * (MAX_LINE + 5)
+    text = f"{long}\nx\n{long}"
+    assert _line_next_to(text, text.index("x"), -1) == "" and _line_next_to(text, text.index("x"), 1) == ""
+    assert _line_next_to("a\nb\n" + long + "z", 2, 1) == ""  # the last line, unfinished, long too
+
+
+def test_only_the_nearest_copies_of_a_continuation_are_kept_for_ranking():
+    from collections import Counter
+
+    from celeris_complete.drafts import PLACES_LOOKED, _document_lines
+
+    text = "".join(f"    total = add({i % 2})\n" for i in range(200))
+    counts, places = Counter(), {}
+    _document_lines(text, "total = add(", counts, places, last=True)  # above the cursor: the last ones
+    assert counts == Counter({"0)": 100, "1)": 100})
+    assert all(PLACES_LOOKED <= len(held) <= 2 * PLACES_LOOKED for held in places.values())
+    assert max(i for _, i, _ in places["1)"]) == text.rindex("total = add(1)")
+    places = {}
+    _document_lines(text, "total = add(", Counter(), places)  # below it: the first ones
+    pair = 2 * len("    total = add(0)\n")
+    assert [i for _, i, _ in places["0)"]] == [text.index("total = add(0)") + pair * k for k in range(PLACES_LOOKED)]

@@ -267,3 +267,25 @@ def test_an_invoked_request_offers_the_next_drafts_before_any_sample(engine):
     # One draft only: the second alternative is sampled.
     two = engine.complete(prefix.replace("strict=strict", "rate"), "\n    return total\n", mode="line", alternatives=3)
     assert two.alternatives[0] == "items, 0)" and len(two.alternatives) == 2
+
+
+def test_a_draft_offered_as_an_alternative_never_replaces_an_answer_the_compiler_blames(engine, monkeypatch):
+    from celeris_complete import engine as engine_module
+
+    seen = []
+    real = engine_module.check
+
+    def check(text, prefix, suffix, others=(), sample=list):
+        seen.append(others)
+        return real(text, prefix, suffix, others, sample)
+
+    monkeypatch.setattr(engine_module, "check", check)
+    prefix = (
+        "def run(items, rate):\n    total = compute_total(items, rate)\n    return total\n\n"
+        "def keep(items):\n    total = compute_total(items, 0)\n    return total\n\n"
+        "def check(items, strict):\n    total = compute_total(items, strict=strict)\n    return total\n\n"
+        "def again(items, rate):\n    total = compute_total("
+    )
+    done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3, language="python")
+    assert done.alternatives[:2] == ("items, strict=strict)", "items, 0)")
+    assert seen == [()]  # the check saw no alternative to replace a blamed answer with: no sample was drawn
