@@ -435,9 +435,9 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
     if typed:
         if len(typed.strip()) < MIN_KEY:
             return []
-        lines = _document_lines
+        search = _document_lines
         finders = (
-            ("document", lambda c: (lines(before, typed, c, above, True), lines(below, typed, c, under))),
+            ("document", lambda c: (search(before, typed, c, above, True), search(below, typed, c, under))),
             ("workspace", lambda c: table.continuations(typed, exclude, c, elsewhere) if len(typed) >= BUCKET else 0),
         )
     else:
@@ -460,13 +460,12 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
         for text, n in counts.items():
             votes[text] += n * (DOCUMENT_WEIGHT if source == "document" else 1)
             origin.setdefault(text, source)
-    if votes:
-        ranked = [text for text, _ in votes.most_common()]
-        if len(ranked) > 1:  # the cursor's neighbours (at a line's start: above the line before it's)
-            up = _line_next_to(prefix, line_start, -1) if typed else _line_next_to(before, len(before), -1)
-            places = (above, under, elsewhere)
-            ranked = _ranked(votes, places, up, _line_next_to(suffix, 0, 1), before, below)
+    if len(votes) > 1:  # a choice: the cursor's neighbours (at a line's start: above the line before it's)
+        up = _line_next_to(prefix, line_start, -1) if typed else _line_next_to(before, len(before), -1)
+        ranked = _ranked(votes, (above, under, elsewhere), up, _line_next_to(suffix, 0, 1), before, below)
         return [Draft(text, origin[text], votes[text]) for text in ranked[:limit]]
+    if votes:
+        return [Draft(text, origin[text], count) for text, count in votes.items()]
     if typed:
         near_before, near_below = before[-TAIL_WINDOW:], below[:TAIL_WINDOW]
         budget = MAX_SCAN  # occurrences looked at, all ends together
@@ -489,7 +488,7 @@ def _ranked(votes: Counter, places: tuple[dict, ...], up: str, down: str, before
     nearness.  Lines of the same start differ by what surrounds them: ``return rows`` where the line
     above is ``rows = ...``, ``return headers`` after ``headers = ...``."""
     order = [text for text, _ in votes.most_common()]
-    if len(order) < 2 or not (up or down):
+    if not (up or down):
         return order
     up_tokens, down_tokens = _tokens(up), _tokens(down)
 

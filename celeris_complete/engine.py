@@ -268,7 +268,8 @@ class Engine:
             after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
             t4 = time.perf_counter()
             text = postprocess(after_cursor, prefix, suffix, mode)
-            drafted = _usable(spare, text, prefix, suffix, mode, checked)
+            win = window(prefix, suffix) if checked and spare else None  # the compiler's, once for all
+            drafted = _usable(spare, text, prefix, suffix, mode, win)
             t_alt0 = time.perf_counter()
             rows = None
             if alternatives - 1 > len(drafted) and first is not None:  # samples for the places drafts left
@@ -293,7 +294,7 @@ class Engine:
                     return [self._text(row, ctx.heal, prefix, suffix, mode) for row in drawn]
 
                 # Only samples may replace a blamed answer (a draft the model never judged may not).
-                text, verdict, win = check(text, prefix, suffix, others, sample)
+                text, verdict, win = check(text, prefix, suffix, others, sample, win)
                 # Alternatives the user asked for: none the compiler blames either.
                 others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
             others = tuple(d for d in drafted if d != text) + others
@@ -378,15 +379,14 @@ class Engine:
         return postprocess(raw[len(heal) :] if raw.startswith(heal) else raw, prefix, suffix, mode)
 
 
-def _usable(spare: Sequence[Draft], text: str, prefix: str, suffix: str, mode: str, checked: bool) -> list[str]:
+def _usable(spare: Sequence[Draft], text: str, prefix: str, suffix: str, mode: str, win) -> list[str]:
     """The drafts after the one the model judged, as an invoked request's alternatives: post-processed,
-    non-empty, other than the answer, each once, and (``checked``: Python) none the compiler blames."""
+    non-empty, other than the answer, each once, and (given the compiler's window ``win``) none it blames."""
     out: list[str] = []
     for d in spare:
         t = postprocess(d.text, prefix, suffix, mode)
         if t.strip() and t != text and t not in out:
             out.append(t)
-    if checked and out:
-        win = window(prefix, suffix)
+    if win is not None:
         out = [t for t in out if judge(win, t) != BLAMED]
     return out

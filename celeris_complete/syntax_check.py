@@ -197,10 +197,12 @@ def first_compiling(texts, win: Window) -> str | None:
     return None
 
 
-def check(text: str, prefix: str, suffix: str, others=(), sample=list) -> tuple[str, str, Window]:
-    """The answer to show, the verdict and the window: ``text`` as it is unless the compiler blames it
-    (then ``repair``'s choice)."""
-    win = window(prefix, suffix)
+def check(
+    text: str, prefix: str, suffix: str, others=(), sample=list, win: Window | None = None
+) -> tuple[str, str, Window]:
+    """The answer to show, the verdict and the window (``win``, when the caller has it already):
+    ``text`` as it is unless the compiler blames it (then ``repair``'s choice)."""
+    win = window(prefix, suffix) if win is None else win
     verdict = judge(win, text)
     if verdict == BLAMED:
         text, verdict = repair(text, prefix, suffix, win, others, sample)

@@ -275,9 +275,9 @@ def test_a_draft_offered_as_an_alternative_never_replaces_an_answer_the_compiler
     seen = []
     real = engine_module.check
 
-    def check(text, prefix, suffix, others=(), sample=list):
+    def check(text, prefix, suffix, others=(), *rest):
         seen.append(others)
-        return real(text, prefix, suffix, others, sample)
+        return real(text, prefix, suffix, others, *rest)
 
     monkeypatch.setattr(engine_module, "check", check)
     prefix = (
