@@ -71,8 +71,6 @@ class OurBackend:
             if device == "cpu" and not cpu_has_bf16_units():
                 warnings.warn("this CPU has no bf16 matrix units (AMX): quant bf16 will be slow", stacklevel=3)
             self.model = self.model.to(torch.bfloat16)
-        unused = range(tok.vocab_size, loaded.config.vocab_size)
-        self.ids = SpecialIds(tok.mask_id, tok.eos_id, (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused))
         self.cache = ContextCache(capacity=4)  # about 5 MB each at the full context
         self.lock = threading.Lock()
         # Token bytes as a padded matrix, to find the tokens that start with a given text quickly.
@@ -87,6 +85,12 @@ class OurBackend:
         starts_line = np.pad(starts_line, (0, loaded.config.vocab_size - len(starts_line)))
         starts_line[tok.eos_id] = False
         self.starts_line = torch.from_numpy(starts_line).to(self.device)
+        # Indentation: tokens of spaces and tabs only (see diffusion.open_line).
+        blank = np.array([bool(b) and not b.strip(b" \t") for b in tok.token_bytes], dtype=bool)
+        blank = torch.from_numpy(np.pad(blank, (0, loaded.config.vocab_size - len(blank)))).to(self.device)
+        unused = range(tok.vocab_size, loaded.config.vocab_size)
+        banned = (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused)
+        self.ids = SpecialIds(tok.mask_id, tok.eos_id, banned, blank, self.starts_line)
         self.tracer: threading.Thread | None = None
         if self.name == "torch" and settings.trace:
             if trace_in_background:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -31,6 +31,9 @@ class DecodeSettings:
     temperature: float = 0.0
     seed: int | None = None
     top_k: int = 0  # with temperature > 0: draw among each slot's k likeliest tokens (0: all of them)
+    # The span opens a blank line: it may not end, nor break the line, right after its indentation,
+    # which would leave the line empty (see ``open_line``).
+    open_line: bool = False
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,10 @@ class SpecialIds:
     mask: int
     eos: int
     banned: tuple[int, ...]  # ids the canvas may never hold (mask, markers)
+    # For ``DecodeSettings.open_line`` (None: the model's tokens are not known): (vocabulary,) masks of
+    # the tokens of spaces and tabs only, and of those that may start a line (no line break, no end-of-span).
+    blank: torch.Tensor | None = field(default=None, compare=False)
+    opens: torch.Tensor | None = field(default=None, compare=False)
 
 
 class Cancelled(Exception):
@@ -239,6 +246,8 @@ def refine(
             rank = c.argsort(dim=1, descending=True).argsort(dim=1)
             commit = masked & ((rank < quota) | (c > settings.threshold))
         x = torch.where(commit, pred, x)
+        if settings.open_line and ids.blank is not None and not drafted:
+            x = open_line(x, probs, pred, ids, last)
         # End-of-span rule: everything after the first committed end-of-span is end-of-span.
         is_eos = x == ids.eos
         first = torch.where(is_eos, slot_index, canvas).min(dim=1, keepdim=True).values
@@ -254,6 +263,35 @@ def refine(
     if draft_chosen is not None:
         draft_chosen.append(chosen)
     return x, ran
+
+
+def open_line(x: torch.Tensor, probs: torch.Tensor, pred: torch.Tensor, ids: SpecialIds, last: bool) -> torch.Tensor:
+    """Canvases (B, C) that open a blank line, with what would leave them empty undone: where the first
+    slot after the committed blank tokens (indentation) holds end-of-span or a line break, it takes the
+    likeliest token there that may start a line instead, and the end-of-span slots after it open again
+    (masked; in the last step, this step's prediction), for the length to be decided anew.
+
+    A masked diffusion model commits its most confident slots first, and end-of-span usually is: at a
+    blank line it commits the indentation and the end together, or the end ever closer to the start."""
+    lead = ids.blank[x]  # the mask token is not blank
+    run = lead.int().cumprod(dim=1).sum(dim=1)  # committed blank tokens from slot 0
+    canvas = x.shape[1]
+    rows = (run < canvas).nonzero().squeeze(1)
+    if not rows.numel():
+        return x
+    at = run[rows]
+    held = x[rows, at]
+    bad = (held != ids.mask) & ~ids.opens[held]
+    if not bad.any():
+        return x
+    rows, at = rows[bad], at[bad]
+    p = probs.expand(x.shape[0], -1, -1)[rows, at]
+    x = x.clone()
+    x[rows, at] = (p * ids.opens).argmax(dim=-1)
+    after = torch.arange(canvas, device=x.device) > at.unsqueeze(1)
+    reopen = after & (x[rows] == ids.eos)
+    x[rows] = torch.where(reopen, pred.expand_as(x)[rows] if last else torch.full_like(x[rows], ids.mask), x[rows])
+    return x
 
 
 def span_tokens(row: torch.Tensor | list[int], eos: int) -> list[int]:

@@ -199,9 +199,11 @@ class Engine:
                 done.text, done.syntax, _ = check(done.text, prefix, suffix)
             return done
         first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
-        if mode == "line" and can.line_rules and not prefix[prefix.rfind("\n") + 1 :].strip():
-            # At a blank line an answer that first ends the line would be empty after post-processing.
+        if can.line_rules and not prefix[prefix.rfind("\n") + 1 :].strip():
+            # At a blank line an answer that first ends the line would be empty after post-processing
+            # (nor may it end right after its indentation: ``open_line``).
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
+            settings = replace(settings, open_line=True)
         t_draft0 = time.perf_counter()
         offers, draft_ids, spare = [], None, []
         if s.drafts and settings.temperature == 0 and can.drafts:

@@ -71,7 +71,8 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
         snippets=job.snippets, snippet_budget=budget_snippets,
     )  # fmt: skip
     first_allowed = engine.tokens_starting_with(ctx.heal) if ctx.heal else None
-    if mode == "line" and not prefix[prefix.rfind("\n") + 1 :].strip():
+    opens_line = not prefix[prefix.rfind("\n") + 1 :].strip()  # the blank-line rules, as Engine.complete
+    if opens_line:
         first_allowed = engine._starts_line if first_allowed is None else first_allowed & engine._starts_line
     temperature = s.temperature if job.temperature is None else job.temperature
     settings = DecodeSettings(
@@ -80,6 +81,7 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
         eos_penalty=s.eos_penalty_line if mode == "line" and s.eos_penalty_line is not None else s.eos_penalty,
         temperature=temperature,
         seed=s.seed if seed is None else seed,
+        open_line=opens_line,
     )
     t1 = time.perf_counter()
     draft, draft_ids = None, None

@@ -67,6 +67,47 @@ def test_eos_penalty_prevents_empty_answers():
     assert span_tokens(out[0], EOS) == [9, 9]
 
 
+BLANK, WORD, NEWLINE = 7, 9, 10
+
+
+def line_ids() -> SpecialIds:
+    """IDS, with token 7 indentation and token 10 a line break (for ``DecodeSettings.open_line``)."""
+    blank = torch.zeros(128, dtype=torch.bool)
+    blank[BLANK] = True
+    opens = torch.ones(128, dtype=torch.bool)
+    opens[[EOS, NEWLINE]] = False
+    return SpecialIds(MASK, EOS, (MASK, 102), blank, opens)
+
+
+def test_a_span_opening_a_blank_line_does_not_end_right_after_its_indentation():
+    """Indentation and end-of-span committed together (both confident) would be an empty answer: the
+    slot after the indentation takes its likeliest token that may start a line, and the slots after it
+    open again for the length to be decided anew; alone and in a batch, in the last step or before."""
+    for ender in (EOS, NEWLINE):
+        t = table([(BLANK, 20.0), (ender, 20.0), (EOS, 20.0), (EOS, 20.0)])
+        t[1, WORD] = 5.0
+        m = Scripted(t)
+        out, _ = diffuse(m, context(m), 4, line_ids(), DecodeSettings(steps=2))
+        assert out[0, :2].tolist() == [BLANK, ender]  # without the rule
+        for steps in (1, 2):
+            for kv in (context(m), expand_kv(context(m), 3)):
+                out, _ = diffuse(m, kv, 4, line_ids(), DecodeSettings(steps=steps, open_line=True))
+                assert [span_tokens(row, EOS) for row in out] == [[BLANK, WORD]] * out.shape[0]
+
+
+def test_the_blank_line_rule_leaves_a_span_with_content_alone():
+    t = table([(BLANK, 20.0), (WORD, 20.0), (EOS, 20.0), (EOS, 20.0)])
+    m = Scripted(t)
+    for settings in (DecodeSettings(steps=2), DecodeSettings(steps=2, open_line=True)):
+        out, _ = diffuse(m, context(m), 4, line_ids(), settings)
+        assert span_tokens(out[0], EOS) == [BLANK, WORD]
+    out, _ = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=2, open_line=True))  # tokens unknown: no rule
+    assert span_tokens(out[0], EOS) == [BLANK, WORD]
+    m = Scripted(table([(WORD, 20.0), (EOS, 20.0), (EOS, 20.0)]))  # no indentation: ends after a word
+    out, _ = diffuse(m, context(m), 3, line_ids(), DecodeSettings(steps=2, open_line=True))
+    assert span_tokens(out[0], EOS) == [WORD]
+
+
 def test_deadline_commits_remaining_slots():
     m = Scripted(table([(5, 1.0)] * 8))
     out, ran = diffuse(m, context(m), 8, IDS, DecodeSettings(steps=8, threshold=0.99), should_stop=lambda: True)

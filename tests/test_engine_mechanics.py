@@ -160,15 +160,19 @@ def test_model_recommended_decoding_replaces_defaults_only(tiny_model_dir, tmp_p
     assert make_engine(model, steps=2).settings.steps == 2  # the user's value wins
 
 
-def test_a_line_completion_at_a_blank_line_does_not_start_by_ending_it(engine):
-    """At a blank line (the cursor at its start or after its indentation), line mode never starts with a
-    line break or end-of-span, which post-processing would turn into an empty answer; elsewhere it may."""
+def test_a_completion_at_a_blank_line_does_not_start_by_ending_it(engine):
+    """At a blank line (the cursor at its start or after its indentation), a completion never starts with
+    a line break or end-of-span, which would leave the line empty, nor ends right after its indentation;
+    elsewhere it may."""
     prefix = "def add(first, second):\n    total = first + second\n"
     for cursor in (prefix, prefix + "    "):
-        for steps in (1, 4):
-            done = engine.complete(cursor, "\n", mode="line", steps=steps)
+        for steps, mode in ((1, "line"), (4, "line"), (4, "block")):
+            done = engine.complete(cursor, "\n", mode=mode, steps=steps)
             assert done.tokens > 0 and not done.raw.startswith(("\n", "\r")), done.raw
+            assert done.raw.strip(), "an answer that opens a blank line is not its indentation alone"
     allowed = engine._starts_line
+    blank = engine.ids.blank
+    assert blank[engine.tok.encode("    ")].all() and not blank[engine.tok.encode("\n")].any()
     nl = [i for i, b in enumerate(engine.tok.token_bytes) if b.startswith(b"\n")]
     assert nl and not allowed[nl].any() and not allowed[engine.tok.eos_id]
     assert allowed.sum() > len(engine.tok.token_bytes) // 2

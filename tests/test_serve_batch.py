@@ -70,6 +70,10 @@ def test_batched_answers_are_those_of_one_request_at_a_time(engine, scheduler):
     specs[1]["max_tokens"] = 7  # canvases of different lengths in one batch
     specs[2].update(n=3, temperature=0.8, seed=42)  # sampled choices, each its own row
     specs[3]["steps"] = 9
+    # At a blank line (the cursor at its start, after its indentation): the blank-line rules.
+    blank_line = "def add(a, b):\n    total = a + b\n"
+    for indent in ("", "    "):
+        specs += [{"prefix": blank_line + indent, "suffix": "\n", "mode": m} for m in ("line", "block")]
     got = [c.result() for c in submit_all(scheduler, specs)]
     assert max(batches) >= 4, f"the requests were not batched: {batches}"
     for spec, (kind, result) in zip(specs, got):
