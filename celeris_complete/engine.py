@@ -34,7 +34,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
-from .syntax_check import BLAMED, check, is_python, judge, window
+from .syntax_check import BLAMED, check, is_python, judge, unbound, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -43,6 +43,8 @@ MASKED_SLOT = "\u2591"  # how canvas_text shows a slot the model has not committ
 # model's distribution is noise, and a race over the whole vocabulary costs ~5 ms per canvas and step).
 ALTERNATIVE_TEMPERATURE = 0.8
 ALTERNATIVE_TOP_K = 16
+# Drafts asked for beyond those used, to take the place of any that use a name nothing binds.
+DRAFTS_IN_RESERVE = 2
 
 
 @dataclass
@@ -196,7 +198,7 @@ class Engine:
         if not can.steps:  # the backend completes whole (a remote server): checked here, no samples
             done = b.complete(ctx, mode, max_tokens, steps, settings, deadline_ms, should_cancel, s, t0)
             if s.syntax_candidates > 0 and is_python(language) and done.text:
-                done.text, done.syntax, _ = check(done.text, prefix, suffix)
+                done.text, done.syntax, _ = check(done.text, prefix, suffix, whole=file_start and file_end)
             return done
         first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
         if can.line_rules and not prefix[prefix.rfind("\n") + 1 :].strip():
@@ -204,11 +206,16 @@ class Engine:
             # (nor may it end right after its indentation: ``open_line``).
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
             settings = replace(settings, open_line=True)
+        checked = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
         t_draft0 = time.perf_counter()
+        win = window(prefix, suffix, file_start and file_end) if checked else None  # the compiler's, once for all
         offers, draft_ids, spare = [], None, []
         if s.drafts and settings.temperature == 0 and can.drafts:
             cheap = (*drafts, *self.previous.drafts(source, prefix))
-            found = find_drafts(prefix, suffix, lines, source, max(s.draft_candidates, alternatives), cheap)
+            wanted = max(s.draft_candidates, alternatives)
+            found = find_drafts(prefix, suffix, lines, source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap)
+            if win is not None:  # a draft that uses a name nothing binds is wrong: the next one instead
+                found = [d for d in found if not unbound(win, d.text)][:wanted]
             # The model judges the first; the next ones are alternatives as they are, before any sample.
             offers, spare = found[: s.draft_candidates], found[s.draft_candidates :]
             line = "" if "\n" in ctx.heal else prefix[prefix.rfind("\n") + 1 : len(prefix) - len(ctx.heal)][-MAX_LINE:]
@@ -221,7 +228,6 @@ class Engine:
         t_draft = time.perf_counter()
         kept: list[int] = []
         chosen: list[int] = []
-        checked = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
         # The first step's prediction, for alternatives (asked for, or to replace an answer the compiler blames).
         first = [] if (alternatives > 1 or (checked and repair_samples)) and can.alternatives else None
         report = None
@@ -270,7 +276,6 @@ class Engine:
             after_cursor = raw[len(ctx.heal) :] if raw.startswith(ctx.heal) else raw
             t4 = time.perf_counter()
             text = postprocess(after_cursor, prefix, suffix, mode)
-            win = window(prefix, suffix) if checked and spare else None  # the compiler's, once for all
             drafted = _usable(spare, text, prefix, suffix, mode, win)
             t_alt0 = time.perf_counter()
             rows = None

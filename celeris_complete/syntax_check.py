@@ -8,14 +8,18 @@ innermost function that encloses the cursor (dedented), or else the top-level st
 last line before the cursor that starts a statement at column 0 to the next such line after it),
 at most 40k characters on either side. So a slice of a huge
 file, or an error elsewhere in it, costs little and judges nothing: an answer is blamed when the
-compiler's error lies in the answer's own lines, or anywhere when the window compiles without it.
+compiler's error lies in the answer's own lines, or anywhere when the window compiles without it;
+and when it compiles but uses a name that nothing could bind (``names_check.py``).
 """
 
 from __future__ import annotations
 
+import ast
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+
+from .names_check import may_be_unbound, unbound_names
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
 SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
@@ -50,6 +54,30 @@ class Window:
     shift: int = 0
     # At a blank cursor line: ``pass`` where a line would go (the body a ``for ...:`` still lacks).
     placeholder: str = ""
+    # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
+    # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
+    outside: tuple[str, int, str, int] | None = field(default=None, repr=False, compare=False)
+    _lines: dict = field(default_factory=dict, repr=False, compare=False)  # text -> error line, once
+
+    @cached_property
+    def module_level_def(self) -> bool:
+        return not self.shift and self.before.startswith(("def ", "async def "))
+
+    def error_line(self, text: str) -> int:
+        """``error_line`` of the window with ``text`` (each text compiled once)."""
+        if text not in self._lines:
+            self._lines[text] = error_line(self.source(text))
+        return self._lines[text]
+
+    def names_missing(self, text: str) -> list[str]:
+        """The names ``text`` uses that nothing could bind (names_check.py), where the window compiles
+        with it. Parsed only when a name in it is written nowhere outside the window (or is ``self``
+        in a function at column 0): rarely."""
+        if self.outside is None or not may_be_unbound(text, self.outside, self.module_level_def):
+            return []
+        tree = ast.parse(self.source(text))
+        column = len(self.before[self.before.rfind("\n") + 1 :].encode("utf-8"))  # the cursor's, in bytes
+        return unbound_names(tree, *self.answer_lines(text), column, self.outside, self.module_level_def)
 
     @cached_property
     def clean(self) -> bool:
@@ -70,8 +98,10 @@ class Window:
         return first, first + text.count("\n")
 
 
-def window(prefix: str, suffix: str) -> Window:
-    """The innermost ``def`` that encloses the cursor (by indentation), or the top-level statement."""
+def window(prefix: str, suffix: str, whole: bool = True) -> Window:
+    """The innermost ``def`` that encloses the cursor (by indentation), or the top-level statement.
+    ``whole``: ``prefix`` and ``suffix`` hold the whole document (else names are not judged)."""
+    document = (prefix, suffix)
     prefix, suffix = prefix[-SCAN_CHARS:], suffix[:SCAN_CHARS]
     lines = prefix.split("\n")[-SCAN_LINES:]
     typed = lines[-1]
@@ -108,7 +138,12 @@ def window(prefix: str, suffix: str) -> Window:
     if not typed.strip() and "\t" not in typed:
         level = indent_levels(prefix, suffix)[0]
         placeholder = " " * max(0, level - len(typed)) + "pass"
-    return Window(before, after, shift, placeholder)
+    outside = None
+    if whole:
+        inside_before = len("\n".join(body))
+        inside_after = len("\n".join(rest)) + (1 if end < len(after_lines) else 0)
+        outside = (document[0], len(document[0]) - inside_before, document[1], inside_after)
+    return Window(before, after, shift, placeholder, outside)
 
 
 def error_line(source: str) -> int:
@@ -125,14 +160,26 @@ def error_line(source: str) -> int:
     return 0
 
 
+def unbound(win: Window, text: str) -> list[str] | None:
+    """The names ``text`` uses that nothing could bind (names_check.py); None: the window does not
+    compile with it, so its names cannot be judged."""
+    return None if win.error_line(text) else win.names_missing(text)
+
+
+def fits(win: Window, text: str) -> bool:
+    """The window compiles with ``text`` and every name ``text`` uses could be bound."""
+    return win.error_line(text) == 0 and not win.names_missing(text)
+
+
 def judge(win: Window, text: str) -> str:
-    """``OK`` when the window compiles with ``text``; ``BLAMED`` when it does not and the error lies in
+    """``OK`` when the window compiles with ``text`` and every name ``text`` uses could be bound
+    (names_check.py; else ``BLAMED``); ``BLAMED`` when it does not compile and the error lies in
     the lines ``text`` spans, or anywhere when the window is clean (``Window.clean``: an answer that
     makes the next line an unexpected indent); ``ELSEWHERE`` otherwise (the window is broken whatever the
     answer: the user is in the middle of an edit)."""
-    line = error_line(win.source(text))
+    line = win.error_line(text)
     if line == 0:
-        return OK
+        return BLAMED if win.names_missing(text) else OK
     first, last = win.answer_lines(text)
     if first <= line <= last:
         return BLAMED
@@ -192,17 +239,18 @@ def shortened(text: str) -> list[str]:
 def first_compiling(texts, win: Window) -> str | None:
     """The first non-empty text with which the window compiles."""
     for text in texts:
-        if text.strip() and error_line(win.source(text)) == 0:
+        if text.strip() and fits(win, text):
             return text
     return None
 
 
 def check(
-    text: str, prefix: str, suffix: str, others=(), sample=list, win: Window | None = None
+    text: str, prefix: str, suffix: str, others=(), sample=list, win: Window | None = None, whole: bool = True
 ) -> tuple[str, str, Window]:
-    """The answer to show, the verdict and the window (``win``, when the caller has it already):
-    ``text`` as it is unless the compiler blames it (then ``repair``'s choice)."""
-    win = window(prefix, suffix) if win is None else win
+    """The answer to show, the verdict and the window (``win``, when the caller has it already; else
+    ``window(prefix, suffix, whole)``): ``text`` as it is unless the compiler blames it (then
+    ``repair``'s choice)."""
+    win = window(prefix, suffix, whole) if win is None else win
     verdict = judge(win, text)
     if verdict == BLAMED:
         text, verdict = repair(text, prefix, suffix, win, others, sample)

@@ -20,6 +20,7 @@ from celeris_complete.syntax_check import (
     reindentations,
     repair,
     shortened,
+    unbound,
     window,
 )
 
@@ -94,6 +95,74 @@ def test_compiled_not_only_parsed():
     assert error_line("def f():\n    return 1\n") == 0
     assert error_line("x = '\\d'\n") == 0  # a SyntaxWarning is no verdict
     assert error_line("x = 1\x00") == -1
+
+
+NAMES = """import os
+from collections import OrderedDict
+
+LIMIT = 3
+
+
+def helper(items):
+    total = 0
+    for item in items:
+        total += item
+    return total
+
+
+class Box:
+    def size(self, extra):
+        return 0
+
+
+def read_lines(path):
+    with open(path) as f:
+        return 0
+"""
+
+
+def in_read_lines() -> tuple[str, str]:
+    """NAMES cut after ``return `` in ``read_lines``, a function at column 0."""
+    marker = "    with open(path) as f:\n        return "
+    return cut(NAMES, marker, len(marker))
+
+
+def test_an_answer_that_uses_a_name_nothing_binds_is_blamed():
+    """It compiles, but nothing could bind a name it loads: blamed. Anything that could bind it clears it:
+    a builtin, the enclosing function, the answer itself, or the name written anywhere outside."""
+    prefix, suffix = in_read_lines()
+    win = window(prefix, suffix)
+    for fine in ("f.read()", "len(path)", "os.sep", "OrderedDict()", "LIMIT", "total", "[x for x in f]", "helper(f)"):
+        assert judge(win, fine) == OK, fine
+    for wrong in ("self.items.pop()", "f.read(size_hint)", "undefined_thing"):
+        assert judge(win, wrong) == BLAMED, wrong
+        assert unbound(win, wrong)
+    assert unbound(win, "f.read(") is None  # does not compile: no verdict on its names
+    # In a method, self is the method's parameter; extra its own; a name written nowhere still is not.
+    prefix, suffix = cut(NAMES, "        return 0\n\n\ndef read", len("        return "))
+    win = window(prefix, suffix)
+    assert judge(win, "self.size(extra)") == OK
+    assert judge(win, "self.size(nothing_like_it)") == BLAMED
+
+
+def test_names_are_not_judged_where_they_cannot_be():
+    prefix, suffix = in_read_lines()
+    assert judge(window(prefix, suffix, whole=False), "undefined_thing") == OK  # a slice of the document
+    assert judge(window("from os.path import *\n" + prefix, suffix), "undefined_thing") == OK  # a star import
+    # A name the user began before the cursor is theirs: the answer only completes it.
+    assert judge(window(prefix + "undefined_", suffix), "thing") == OK
+    assert judge(window(prefix + "f.read(", suffix), "undefined_thing)") == BLAMED
+
+
+def test_a_draft_that_uses_a_name_nothing_binds_is_not_offered(engine):
+    """The document's likeliest continuation of ``return `` uses ``self`` in a function at column 0: for
+    Python the next one is offered to the model instead; without a language it is offered and shown."""
+    prefix, suffix = in_read_lines()
+    doc = "class Stack:\n    def pop(self):\n        return self.items.pop()\n\n\n" + prefix
+    plain = engine.complete(doc, suffix, mode="line")
+    assert plain.draft is not None and plain.text == "self.items.pop()"
+    checked = engine.complete(doc, suffix, mode="line", language="python")
+    assert checked.draft is not None and checked.text == "0"  # Box.size's (the model takes it here)
 
 
 def test_reindentations_at_a_blank_line_only():
