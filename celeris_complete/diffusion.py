@@ -267,9 +267,10 @@ def refine(
 
 def open_line(x: torch.Tensor, probs: torch.Tensor, pred: torch.Tensor, ids: SpecialIds, last: bool) -> torch.Tensor:
     """Canvases (B, C) that open a blank line, with what would leave them empty undone: where the first
-    slot after the committed blank tokens (indentation) holds end-of-span or a line break, it takes the
-    likeliest token there that may start a line instead, and the end-of-span slots after it open again
-    (masked; in the last step, this step's prediction), for the length to be decided anew.
+    slot after the committed blank tokens (indentation) holds end-of-span or a line break, that slot and
+    the end-of-span slots after it open again (masked) for the next steps to decide anew; in the last
+    step that slot takes its likeliest token that may start a line and is not blank, and the slots after
+    it this step's prediction.
 
     A masked diffusion model commits its most confident slots first, and end-of-span usually is: at a
     blank line it commits the indentation and the end together, or the end ever closer to the start."""
@@ -285,12 +286,16 @@ def open_line(x: torch.Tensor, probs: torch.Tensor, pred: torch.Tensor, ids: Spe
     if not bad.any():
         return x
     rows, at = rows[bad], at[bad]
-    p = probs.expand(x.shape[0], -1, -1)[rows, at]
     x = x.clone()
-    x[rows, at] = (p * ids.opens).argmax(dim=-1)
     after = torch.arange(canvas, device=x.device) > at.unsqueeze(1)
     reopen = after & (x[rows] == ids.eos)
-    x[rows] = torch.where(reopen, pred.expand_as(x)[rows] if last else torch.full_like(x[rows], ids.mask), x[rows])
+    if last:
+        p = probs.expand(x.shape[0], -1, -1)[rows, at]
+        x[rows, at] = (p * (ids.opens & ~ids.blank)).argmax(dim=-1)
+        x[rows] = torch.where(reopen, pred.expand_as(x)[rows], x[rows])
+    else:
+        x[rows, at] = ids.mask
+        x[rows] = torch.where(reopen, torch.full_like(x[rows], ids.mask), x[rows])
     return x
 
 

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .names_check import may_be_unbound, unbound_names
+from .names_check import MAX_DOCUMENT, may_be_unbound, unbound_names
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
 SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
@@ -57,7 +57,8 @@ class Window:
     # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
     # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
     outside: tuple[str, int, str, int] | None = field(default=None, repr=False, compare=False)
-    _lines: dict = field(default_factory=dict, repr=False, compare=False)  # text -> error line, once
+    _lines: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> error line
+    _names: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> names missing
 
     @cached_property
     def module_level_def(self) -> bool:
@@ -71,13 +72,31 @@ class Window:
 
     def names_missing(self, text: str) -> list[str]:
         """The names ``text`` uses that nothing could bind (names_check.py), where the window compiles
-        with it. Parsed only when a name in it is written nowhere outside the window (or is ``self``
-        in a function at column 0): rarely."""
-        if self.outside is None or not may_be_unbound(text, self.outside, self.module_level_def):
+        with it (each text judged once). Parsed only when a name in it is written nowhere else in the
+        document (or is ``self`` in a function at column 0): rarely."""
+        if self.outside is None:
             return []
-        tree = ast.parse(self.source(text))
+        if text not in self._names:
+            self._names[text] = self._names_missing(text)
+        return self._names[text]
+
+    def _names_missing(self, text: str) -> list[str]:
+        around = self.before + self.after
+        if not may_be_unbound(text, self.outside, around, self.module_level_def):
+            return []
+        source = self.source(text)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(source, "<completion>")
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return []
+        answer = source[len(self.before) : len(source) - len(self.after)]  # as placed (dedented)
+        first, last = self.answer_lines(text)
         column = len(self.before[self.before.rfind("\n") + 1 :].encode("utf-8"))  # the cursor's, in bytes
-        return unbound_names(tree, *self.answer_lines(text), column, self.outside, self.module_level_def)
+        tail = answer[answer.rfind("\n") + 1 :].encode("utf-8")
+        end = len(tail) if "\n" in answer else column + len(tail)
+        return unbound_names(tree, (first, column, last, end), self.outside, around, self.module_level_def)
 
     @cached_property
     def clean(self) -> bool:
@@ -139,7 +158,7 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
         level = indent_levels(prefix, suffix)[0]
         placeholder = " " * max(0, level - len(typed)) + "pass"
     outside = None
-    if whole:
+    if whole and len(document[0]) + len(document[1]) <= MAX_DOCUMENT:
         inside_before = len("\n".join(body))
         inside_after = len("\n".join(rest)) + (1 if end < len(after_lines) else 0)
         outside = (document[0], len(document[0]) - inside_before, document[1], inside_after)

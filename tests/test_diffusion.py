@@ -80,12 +80,14 @@ def line_ids() -> SpecialIds:
 
 
 def test_a_span_opening_a_blank_line_does_not_end_right_after_its_indentation():
-    """Indentation and end-of-span committed together (both confident) would be an empty answer: the
-    slot after the indentation takes its likeliest token that may start a line, and the slots after it
-    open again for the length to be decided anew; alone and in a batch, in the last step or before."""
+    """Indentation and end-of-span committed together (both confident) would be an empty answer: the slot
+    after the indentation and the end-of-span slots after it open again for the next steps; in the last
+    step that slot takes its likeliest token that may start a line and is not blank; alone and in a
+    batch, with a deadline too."""
     for ender in (EOS, NEWLINE):
         t = table([(BLANK, 20.0), (ender, 20.0), (EOS, 20.0), (EOS, 20.0)])
         t[1, WORD] = 5.0
+        t[1, BLANK] = 10.0  # more indentation would leave the line empty too
         m = Scripted(t)
         out, _ = diffuse(m, context(m), 4, line_ids(), DecodeSettings(steps=2))
         assert out[0, :2].tolist() == [BLANK, ender]  # without the rule
@@ -93,6 +95,9 @@ def test_a_span_opening_a_blank_line_does_not_end_right_after_its_indentation():
             for kv in (context(m), expand_kv(context(m), 3)):
                 out, _ = diffuse(m, kv, 4, line_ids(), DecodeSettings(steps=steps, open_line=True))
                 assert [span_tokens(row, EOS) for row in out] == [[BLANK, WORD]] * out.shape[0]
+        settings = DecodeSettings(steps=4, open_line=True)
+        out, ran = diffuse(m, context(m), 4, line_ids(), settings, should_stop=lambda: True)
+        assert ran == 1 and span_tokens(out[0], EOS) == [BLANK, WORD]
 
 
 def test_the_blank_line_rule_leaves_a_span_with_content_alone():

@@ -2,12 +2,14 @@
 
 import gzip
 import json
+import warnings
 
 import pytest
 
 from celeris_complete.bench_quality import DATA_DIR, SETS
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine
+from celeris_complete.names_check import MAX_DOCUMENT
 from celeris_complete.syntax_check import (
     BLAMED,
     ELSEWHERE,
@@ -152,6 +154,16 @@ def test_names_are_not_judged_where_they_cannot_be():
     # A name the user began before the cursor is theirs: the answer only completes it.
     assert judge(window(prefix + "undefined_", suffix), "thing") == OK
     assert judge(window(prefix + "f.read(", suffix), "undefined_thing)") == BLAMED
+    # Nor is the rest of the line after the cursor the answer's.
+    assert judge(window("def f(x):\n    y = ", " + later_helper(x)\n    return y\n"), "x") == OK
+    assert judge(window("from os.path import *\n", "\n"), "x = join('a', 'b')") == OK  # in the window itself
+    assert judge(window("cls = dict\n\n\ndef f(x):\n    return ", "\n"), "cls(x)") == OK  # bound at column 0
+    assert judge(window("def f(x):\n    return ", "\n"), "cls(x)") == BLAMED
+    huge = "x = 1\n" * (MAX_DOCUMENT // 6)  # too large to search on a keystroke: not judged
+    assert judge(window(huge + "def f():\n    return ", "\n"), "undefined_thing") == OK
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the parse's SyntaxWarning (an odd escape) is no verdict, no crash
+        assert judge(window("def f():\n    p = '\\d'\n    return ", "\n"), "p + missing_name") == BLAMED
 
 
 def test_a_draft_that_uses_a_name_nothing_binds_is_not_offered(engine):
