@@ -34,7 +34,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import choose_mode, postprocess
-from .syntax_check import BLAMED, check, is_python, judge, unbound, window
+from .syntax_check import BLAMED, Window, check, is_python, judge, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -215,7 +215,7 @@ class Engine:
             wanted = max(s.draft_candidates, alternatives)
             found = find_drafts(prefix, suffix, lines, source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap)
             if win is not None:  # a draft that uses a name nothing binds is wrong: the next one instead
-                found = [d for d in found if not unbound(win, d.text)][:wanted]
+                found = _named(found, win, wanted)
             # The model judges the first; the next ones are alternatives as they are, before any sample.
             offers, spare = found[: s.draft_candidates], found[s.draft_candidates :]
             line = "" if "\n" in ctx.heal else prefix[prefix.rfind("\n") + 1 : len(prefix) - len(ctx.heal)][-MAX_LINE:]
@@ -384,6 +384,17 @@ class Engine:
         """A canvas as the text an editor shows (as for the answer in ``complete``)."""
         raw = self.tok.decode(span_tokens(row, self.ids.eos))
         return postprocess(raw[len(heal) :] if raw.startswith(heal) else raw, prefix, suffix, mode)
+
+
+def _named(found: Sequence[Draft], win: Window, wanted: int) -> list[Draft]:
+    """The first ``wanted`` drafts that use no name nothing binds, judged in order (most need no parse)."""
+    out: list[Draft] = []
+    for d in found:
+        if len(out) == wanted:
+            break
+        if not win.names_missing(d.text):
+            out.append(d)
+    return out
 
 
 def _usable(spare: Sequence[Draft], text: str, prefix: str, suffix: str, mode: str, win) -> list[str]:

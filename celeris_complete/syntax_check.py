@@ -82,7 +82,8 @@ class Window:
 
     def _names_missing(self, text: str) -> list[str]:
         around = self.before + self.after
-        if not may_be_unbound(text, self.outside, around, self.module_level_def):
+        continues_word = self.before[-1:].isalnum() or self.before[-1:] == "_"
+        if not may_be_unbound(text, self.outside, around, self.module_level_def, continues_word):
             return []
         source = self.source(text)
         try:
@@ -177,12 +178,6 @@ def error_line(source: str) -> int:
     except (ValueError, MemoryError, RecursionError):  # null bytes, absurd nesting
         return -1
     return 0
-
-
-def unbound(win: Window, text: str) -> list[str] | None:
-    """The names ``text`` uses that nothing could bind (names_check.py); None: the window does not
-    compile with it, so its names cannot be judged."""
-    return None if win.error_line(text) else win.names_missing(text)
 
 
 def fits(win: Window, text: str) -> bool:

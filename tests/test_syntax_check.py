@@ -22,7 +22,6 @@ from celeris_complete.syntax_check import (
     reindentations,
     repair,
     shortened,
-    unbound,
     window,
 )
 
@@ -138,8 +137,8 @@ def test_an_answer_that_uses_a_name_nothing_binds_is_blamed():
         assert judge(win, fine) == OK, fine
     for wrong in ("self.items.pop()", "f.read(size_hint)", "undefined_thing"):
         assert judge(win, wrong) == BLAMED, wrong
-        assert unbound(win, wrong)
-    assert unbound(win, "f.read(") is None  # does not compile: no verdict on its names
+        assert win.names_missing(wrong)
+    assert win.names_missing("f.read(size_hint") == []  # does not parse: no verdict on its names
     # In a method, self is the method's parameter; extra its own; a name written nowhere still is not.
     prefix, suffix = cut(NAMES, "        return 0\n\n\ndef read", len("        return "))
     win = window(prefix, suffix)
