@@ -4,8 +4,9 @@ A small model (and a line copied from elsewhere in the file, a draft) often writ
 compiles but uses another function's local variable, or ``self`` in a function that has none. Where
 the compiler sees the code around the cursor (``syntax_check.Window``), a name the answer loads is
 accepted when anything could bind it: a builtin; any binding anywhere in the window (parameters,
-assignments, imports, loop and ``with`` targets, nested definitions; the answer's own included); or
-the name written anywhere else in the document (a global, an import, another function's local: too
+assignments, imports, loop and ``with`` targets, nested definitions; the answer's own included); the
+base of an attribute (a module or a global object the file may be about to import); or the name
+written anywhere else in the document (a global, an import, another function's local: too
 loose on purpose, so that no right answer is flagged). ``self`` and ``cls`` are the exception: in a
 function defined at column 0 only a name at column 0 outside could bind them. A star import anywhere,
 a document known only in part, or one over ``MAX_DOCUMENT`` characters judges nothing.
@@ -46,7 +47,11 @@ def may_be_unbound(
     ``continues_word``: the cursor is inside a word, whose end ``text`` starts with (the user's name)."""
     if continues_word:
         text = WORD_END.sub("", text, count=1)
-    words = {w for w in IDENTIFIER.findall(text) if w not in ALWAYS_BOUND and not keyword.iskeyword(w)}
+    words = {
+        m.group() for m in IDENTIFIER.finditer(text)
+        if m.group() not in ALWAYS_BOUND and not keyword.iskeyword(m.group())
+        and (m.group() in PARAMETER_ONLY or not text.startswith(".", m.end()))  # an attribute's base: see below
+    }  # fmt: skip
     return any(_suspect(name, outside, window_text, module_level_def) for name in words)
 
 
@@ -57,11 +62,14 @@ def unbound_names(
     (first line, byte column, last line, byte column) of the answer in it (a name the user began before
     the cursor, or the rest of the line after the answer, is not the answer's)."""
     first, column, last, end = span
+    # The base of an attribute (``settings.TIMEOUT``, ``np.array``) is most often a module or a global
+    # object: an import the file may be about to get (a line from another file of the workspace): not judged.
+    bases = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     loaded = [
         n.id for n in ast.walk(tree)
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and first <= n.lineno <= last
         and (n.lineno > first or n.col_offset >= column) and (n.lineno < last or n.col_offset < end)
-        and n.id not in ALWAYS_BOUND
+        and n.id not in ALWAYS_BOUND and (n.id in PARAMETER_ONLY or id(n) not in bases)
     ]  # fmt: skip
     if not loaded:
         return []

@@ -15,6 +15,7 @@ and when it compiles but uses a name that nothing could bind (``names_check.py``
 from __future__ import annotations
 
 import ast
+import threading
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,6 +28,7 @@ SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file
 CONTINUES = ("else", "elif", "except", "finally")
 
 OK, BLAMED, ELSEWHERE = "ok", "blamed", "elsewhere"
+PARSE_LOCK = threading.Lock()
 
 
 def _indent(line: str) -> int:
@@ -87,10 +89,12 @@ class Window:
             return []
         source = self.source(text)
         try:
-            with warnings.catch_warnings():
+            # One parse at a time: CPython's ast.parse is not safe in parallel threads ("AST constructor
+            # recursion depth mismatch", a SystemError), and the engine's callers may be several threads.
+            with PARSE_LOCK, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = ast.parse(source, "<completion>")
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
+        except (SyntaxError, ValueError, MemoryError, RecursionError, SystemError):
             return []
         answer = source[len(self.before) : len(source) - len(self.after)]  # as placed (dedented)
         first, last = self.answer_lines(text)
