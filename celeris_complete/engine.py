@@ -33,7 +33,7 @@ from .context import Context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
-from .postprocess import choose_mode, postprocess
+from .postprocess import at_blank_line, choose_mode, postprocess
 from .syntax_check import BLAMED, Window, check, is_python, judge, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
@@ -201,7 +201,7 @@ class Engine:
                 done.text, done.syntax, _ = check(done.text, prefix, suffix, whole=file_start and file_end)
             return done
         first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
-        if can.line_rules and not prefix[prefix.rfind("\n") + 1 :].strip():
+        if can.line_rules and at_blank_line(prefix):
             # At a blank line an answer that first ends the line would be empty after post-processing
             # (nor may it end right after its indentation: ``open_line``).
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line

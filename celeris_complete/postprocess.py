@@ -7,12 +7,16 @@ def indentation(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
+def at_blank_line(prefix: str) -> bool:
+    """The cursor's line holds nothing but indentation so far."""
+    return not prefix[prefix.rfind("\n") + 1 :].strip()
+
+
 def choose_mode(prefix: str, mode: str) -> str:
     """``auto``: a block on an empty line, the rest of the line otherwise."""
     if mode != "auto":
         return mode
-    current_line = prefix[prefix.rfind("\n") + 1 :]
-    return "block" if not current_line.strip() else "line"
+    return "block" if at_blank_line(prefix) else "line"
 
 
 def strip_suffix_overlap(text: str, suffix: str) -> str:

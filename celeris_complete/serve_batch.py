@@ -55,7 +55,7 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
     from .context import build_context
     from .diffusion import DecodeSettings
     from .drafts import MAX_LINE, draft_tokens, find_drafts
-    from .postprocess import choose_mode
+    from .postprocess import at_blank_line, choose_mode
 
     s = engine.settings
     t0 = time.perf_counter()
@@ -71,7 +71,7 @@ def plan(engine: Engine, job: Job, seed: int | None) -> Plan:
         snippets=job.snippets, snippet_budget=budget_snippets,
     )  # fmt: skip
     first_allowed = engine.tokens_starting_with(ctx.heal) if ctx.heal else None
-    opens_line = not prefix[prefix.rfind("\n") + 1 :].strip()  # the blank-line rules, as Engine.complete
+    opens_line = at_blank_line(prefix)  # the blank-line rules, as Engine.complete
     if opens_line:
         first_allowed = engine._starts_line if first_allowed is None else first_allowed & engine._starts_line
     temperature = s.temperature if job.temperature is None else job.temperature

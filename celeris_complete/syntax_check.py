@@ -82,8 +82,12 @@ class Window:
             self._names[text] = self._names_missing(text)
         return self._names[text]
 
+    @cached_property
+    def _around(self) -> str:
+        return self.before + self.after  # the window without an answer, for the names check
+
     def _names_missing(self, text: str) -> list[str]:
-        around = self.before + self.after
+        around = self._around
         continues_word = self.before[-1:].isalnum() or self.before[-1:] == "_"
         if not may_be_unbound(text, self.outside, around, self.module_level_def, continues_word):
             return []
