@@ -14,6 +14,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+LEAVING = "celeris/leaving"  # the store keys each process sets as it leaves the group
+LEAVE_TIMEOUT = timedelta(minutes=2)
+
 
 @dataclass(frozen=True)
 class Processes:
@@ -52,8 +55,23 @@ class Processes:
         return tuple((t / self.world).tolist())
 
     def close(self) -> None:
-        if self.world > 1 and dist.is_initialized():
-            dist.destroy_process_group()
+        """Leave the group after the run or a stretch ended the same way on every process.
+
+        The processes meet once more through the rendezvous store before tearing down their gloo
+        connections: a process that closes them right after a gloo barrier can abort a peer still
+        finishing that barrier (gloo issue 155; the stretch test saw "terminate called without an active
+        exception"). Not called when a process fails: a peer may be inside a collective that would keep
+        the teardown waiting for the group's timeout; the launcher ends the others instead.
+        """
+        if self.world == 1 or not dist.is_initialized():
+            return
+        store = dist.distributed_c10d._get_default_store()
+        store.set(f"{LEAVING}/{self.rank}", b"1")
+        try:
+            store.wait([f"{LEAVING}/{r}" for r in range(self.world)], LEAVE_TIMEOUT)
+        except RuntimeError:  # DistStoreError: a peer is gone already; nothing left to wait for
+            pass
+        dist.destroy_process_group()
 
 
 def start(device: str) -> Processes:

@@ -261,9 +261,10 @@ def train(args: TrainArgs) -> Path | None:
     if device == "cpu":
         torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // procs.local_world))
     try:
-        return _train(args, preset, device, amp, procs, progress)
-    finally:
+        out = _train(args, preset, device, amp, procs, progress)
         procs.close()
+        return out
+    finally:
         torch.set_num_threads(threads_before)  # the caller's (a test session, the adaptation's parent) again
 
 

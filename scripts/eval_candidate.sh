@@ -1,0 +1,32 @@
+#!/bin/bash
+# Evaluate a candidate model against the shipped one's figures measured with the same code.
+#   scripts/eval_candidate.sh RUN OUT [BASELINE]
+# RUN: the candidate's model directory; OUT: where its figures go; BASELINE: a directory holding the
+# shipped model's humaneval-single.json, humaneval-multi.json and seed0.json (default: the newest
+# measured, results/names_check). HumanEval single-line runs first; the slower benchmarks run only when
+# the candidate beats the shipped model there (the rule for replacing models/default needs both).
+set -euo pipefail
+cd "$(dirname "$0")/.."  # the repository
+RUN=${1:?usage: scripts/eval_candidate.sh RUN OUT [BASELINE]}
+OUT=${2:?usage: scripts/eval_candidate.sh RUN OUT [BASELINE]}
+BASE=${3:-results/names_check}
+export CELERIS_THREADS=${CELERIS_THREADS:-1}  # beside a training run; more threads stall both
+mkdir -p "$OUT"
+set -x
+.venv/bin/celeris-complete bench quality --set single --model "$RUN" --output "$OUT/single.json"
+.venv/bin/python - "$OUT/single.json" "$BASE/humaneval-single.json" <<'PY' || exit 0
+import json, sys
+new, shipped = (json.load(open(p)) for p in sys.argv[1:])
+for key in ("pass@1", "exact_match", "edit_similarity", "empty_rate"):
+    print(f"single-line {key}: candidate {new[key]:.4f}, shipped {shipped[key]:.4f}")
+sys.exit(0 if new["pass@1"] > shipped["pass@1"] else 1)
+PY
+.venv/bin/celeris-complete bench quality --set multi --limit 1000 --model "$RUN" --output "$OUT/multi.json"
+.venv/bin/celeris-complete bench repo --sites 100 --budget-ms 60000 --model "$RUN" --output "$OUT/repo.json"
+.venv/bin/python scripts/compare_repo_runs.py "$BASE/seed0.json" "$OUT/repo.json" > "$OUT/compare-repo.txt"
+.venv/bin/python - "$OUT/multi.json" "$BASE/humaneval-multi.json" <<'PY'
+import json, sys
+new, shipped = (json.load(open(p)) for p in sys.argv[1:])
+print(f"multi-line pass@1: candidate {new['pass@1']:.4f}, shipped {shipped['pass@1']:.4f}")
+PY
+cat "$OUT/compare-repo.txt"
