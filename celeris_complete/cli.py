@@ -27,6 +27,16 @@ EndpointOption = Annotated[
 ]
 ApiOption = Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")]
 ApiKeyEnvOption = Annotated[Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")]
+# Options that many commands share.
+ModelOption = Annotated[Optional[str], typer.Option(help="Model directory.")]
+BackendOption = Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")]
+TrustOption = Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)]
+StepsOption = Annotated[Optional[int], typer.Option(help="Refinement steps.")]
+QuantOption = Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")]
+JsonOutputOption = Annotated[Optional[Path], typer.Option(help="Write the JSON here.")]
+ThreadsOption = Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")]
+KeysPerSecondOption = Annotated[float, typer.Option(help="Typing speed.")]
+DeviceOption = Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")]
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -236,9 +246,9 @@ def lsp(
     tcp: Annotated[bool, typer.Option("--tcp", help="Listen on TCP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="TCP address (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 2087,
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     log_file: Annotated[Optional[Path], typer.Option(help="Write the server's log here.")] = None,
-    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Start the language server (stdio by default)."""
     import logging
@@ -265,7 +275,7 @@ def serve(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     model_name: Annotated[
         Optional[str], typer.Option(help="The model id clients send and /v1/models lists (default celeris-DIRNAME).")
     ] = None,
@@ -288,12 +298,12 @@ def serve(
         ),
     ] = None,
     max_batch: Annotated[int, typer.Option(help="Most canvases in one batch (a request with n choices has n).")] = 16,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
+    device: DeviceOption = None,
+    backend: BackendOption = None,
+    quant: QuantOption = None,
+    threads: ThreadsOption = None,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "info",
-    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
+    trust_remote_code: TrustOption = False,
     ray: Annotated[
         bool, typer.Option("--ray", help="Serve from replicas of a Ray Serve deployment (pip install -e '.[ray]').")
     ] = False,
@@ -374,19 +384,19 @@ def serve(
 
 @app.command()
 def selftest(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     budget_ms: Annotated[Optional[float], typer.Option(help="Keystroke budget in ms (default 100).")] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
+    steps: StepsOption = None,
+    device: DeviceOption = None,
+    backend: BackendOption = None,
+    quant: QuantOption = None,
+    threads: ThreadsOption = None,
     requests: Annotated[int, typer.Option(help="Places in files to complete at.")] = 24,
     endpoint: EndpointOption = None,
     api: ApiOption = None,
     api_key_env: ApiKeyEnvOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Measure completion latency on this machine against the keystroke budget; say what to change."""
     import json
@@ -448,8 +458,8 @@ def server_options(options: dict, setting: Optional[list[str]]) -> dict:
 def bench_quality(
     task_set: Annotated[str, typer.Option("--set", help="single or multi (HumanEval-Infilling).")] = "single",
     limit: Annotated[Optional[int], typer.Option(help="Quick subset: this many tasks, spread evenly.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
+    model: ModelOption = None,
+    steps: StepsOption = None,
     threshold: Annotated[Optional[float], typer.Option()] = None,
     eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty (both modes).")] = None,
     canvas: Annotated[Optional[int], typer.Option(help="Canvas slots (line or block mode).")] = None,
@@ -501,10 +511,10 @@ def bench_engine(
         Optional[str],
         typer.Option(help="Comma-separated backend:quant pairs (default: fp32 and int8 of both, bf16 where AMX)."),
     ] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     requests: Annotated[int, typer.Option(help="Places in files per configuration.")] = 24,
     samples: Annotated[int, typer.Option(help="Held-out spans for exact match.")] = 200,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (0: all).")] = None,
+    threads: ThreadsOption = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON here.")] = None,
 ) -> None:
     """Latency (cached and not), tokens/s, speedup over one token per step, exact match and peak memory
@@ -520,11 +530,11 @@ def bench_engine(
 
 @bench_app.command("lsp")
 def bench_lsp(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     seconds: Annotated[float, typer.Option(help="How long to type.")] = 60.0,
-    keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
+    keys_per_second: KeysPerSecondOption = 20.0,
     quant: Annotated[Optional[str], typer.Option(help="none or int8.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
+    backend: BackendOption = None,
     invoked_every: Annotated[
         int,
         typer.Option(help="Also an invoked request (several alternatives) after every Nth keystroke (0: none)."),
@@ -534,7 +544,7 @@ def bench_lsp(
     setting: Annotated[
         Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
     ] = None,
-    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+    output: JsonOutputOption = None,
 ) -> None:
     """Type real files into the real language server over stdio; client-observed latency and memory
     (and, with --invoked-every, the latency of invoked requests with alternatives)."""
@@ -556,16 +566,16 @@ def bench_lsp(
 
 @bench_app.command("repo")
 def bench_repo(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     sites: Annotated[int, typer.Option(help="Sites per package (half after the indentation, half mid-line).")] = 100,
     files: Annotated[int, typer.Option(help="Files under test per package (at most half of its files).")] = 4,
     packages: Annotated[
         Optional[str], typer.Option(help="Comma-separated subset of the pinned packages (default: all).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Chooses the files and sites.")] = 0,
-    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
+    steps: StepsOption = None,
+    quant: QuantOption = None,
+    backend: BackendOption = None,
     budget_ms: Annotated[Optional[float], typer.Option(help="The server's decoding deadline (default 100).")] = None,
     setting: Annotated[
         Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
@@ -687,7 +697,7 @@ def bench_serve(
     locust: Annotated[
         bool, typer.Option("--locust", help="Drive the load with locust (headless) instead of the built-in client.")
     ] = False,
-    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+    output: JsonOutputOption = None,
 ) -> None:
     """HTTP server throughput and latency at several numbers of concurrent clients, the server
     batching requests or not; prints a Markdown table."""
@@ -746,12 +756,12 @@ def _dial_rows(model: str | None, steps: str, samples: int, requests: int) -> li
 
 @bench_app.command("dial")
 def bench_dial(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     steps: Annotated[str, typer.Option(help="Comma-separated step counts.")] = "1,2,3,4,8,16",
     samples: Annotated[int, typer.Option(help="Held-out spans per setting.")] = 150,
     requests: Annotated[int, typer.Option(help="Places in files per setting (latency).")] = 12,
     plot: Annotated[Optional[Path], typer.Option(help="Write a PNG plot here (needs matplotlib).")] = None,
-    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+    output: JsonOutputOption = None,
 ) -> None:
     """The latency/quality dial: exact match on held-out spans and keystroke latency per step count."""
     import json
@@ -772,9 +782,9 @@ def bench_dial(
 
 @bench_app.command("latency")
 def bench_latency(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     seconds: Annotated[float, typer.Option(help="How long to type into the server.")] = 60.0,
-    keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
+    keys_per_second: KeysPerSecondOption = 20.0,
     steps: Annotated[str, typer.Option(help="Comma-separated step counts for the dial.")] = "1,2,3,4,8,16",
     samples: Annotated[int, typer.Option(help="Held-out spans per step count.")] = 150,
     requests: Annotated[int, typer.Option(help="Places in files per step count.")] = 12,
@@ -814,9 +824,9 @@ def bench_latency(
 
 @bench_app.command("soak")
 def bench_soak(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     minutes: Annotated[float, typer.Option(help="How long to type.")] = 10.0,
-    keys_per_second: Annotated[float, typer.Option(help="Typing speed.")] = 20.0,
+    keys_per_second: KeysPerSecondOption = 20.0,
     changing_workspace: Annotated[
         bool,
         typer.Option(
@@ -844,13 +854,13 @@ def bench_soak(
 
 @bench_app.command("tune")
 def bench_tune(
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     limit: Annotated[Optional[int], typer.Option(help="Tasks per point (default: all 1,033).")] = None,
     budget_ms: Annotated[Optional[float], typer.Option(help="Latency budget for p95 (default: budget_ms).")] = None,
     keystroke_p50_ms: Annotated[float, typer.Option(help="Budget for the keystroke p50.")] = 25.0,
     reuse: Annotated[Optional[Path], typer.Option(help="Quality figures from an earlier run's JSON.")] = None,
     workers: Annotated[int, typer.Option(help="Programs executed in parallel.")] = 2,
-    output: Annotated[Optional[Path], typer.Option(help="Write the JSON here.")] = None,
+    output: JsonOutputOption = None,
 ) -> None:
     """Pick steps, threshold, canvas length and context budget by single-line pass@1 inside the budget."""
     import json
@@ -955,15 +965,15 @@ def infill(
     target: Annotated[str, typer.Argument(help="FILE, FILE:LINE:COL, or - for standard input.")],
     line: Annotated[Optional[int], typer.Option("--line", "-l", help="1-based line of the cursor.")] = None,
     col: Annotated[Optional[int], typer.Option("--col", "-c", help="1-based column (characters).")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Model directory.")] = None,
+    model: ModelOption = None,
     mode: Annotated[Optional[str], typer.Option(help="auto, line or block.")] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Refinement steps.")] = None,
+    steps: StepsOption = None,
     threshold: Annotated[Optional[float], typer.Option(help="Confidence threshold.")] = None,
     eos_penalty: Annotated[Optional[float], typer.Option(help="End-of-span penalty (both modes).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Canvas slots (completion length cap).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
-    backend: Annotated[Optional[str], typer.Option(help="auto, torch or onnx.")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="auto, none, int8 (CPU), bf16 (AMX, CUDA), fp16 (CUDA).")] = None,
+    device: DeviceOption = None,
+    backend: BackendOption = None,
+    quant: QuantOption = None,
     marker: Annotated[Optional[str], typer.Option(help="Hole marker to fill (default <FILL>).")] = None,
     endpoint: EndpointOption = None,
     api: ApiOption = None,
@@ -972,7 +982,7 @@ def infill(
         bool, typer.Option("--in-place", help="Write the filled file back (FILE~ keeps the original).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON with timings.")] = False,
-    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help=TRUST_HELP)] = False,
+    trust_remote_code: TrustOption = False,
 ) -> None:
     """Fill the hole at the cursor, or every marker in a file, with the model."""
     import json
