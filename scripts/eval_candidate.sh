@@ -12,21 +12,22 @@ OUT=${2:?usage: scripts/eval_candidate.sh RUN OUT [BASELINE]}
 BASE=${3:-results/names_check}
 export CELERIS_THREADS=${CELERIS_THREADS:-1}  # beside a training run; more threads stall both
 mkdir -p "$OUT"
-set -x
-.venv/bin/celeris-complete bench quality --set single --model "$RUN" --output "$OUT/single.json"
-.venv/bin/python - "$OUT/single.json" "$BASE/humaneval-single.json" <<'PY' || exit 0
+compare() {  # compare SET CANDIDATE.json SHIPPED.json: print the figures; status 3 when pass@1 is not higher
+    .venv/bin/python - "$@" <<'PY'
 import json, sys
-new, shipped = (json.load(open(p)) for p in sys.argv[1:])
+which, new, shipped = sys.argv[1], *(json.load(open(p)) for p in sys.argv[2:])
 for key in ("pass@1", "exact_match", "edit_similarity", "empty_rate"):
-    print(f"single-line {key}: candidate {new[key]:.4f}, shipped {shipped[key]:.4f}")
-sys.exit(0 if new["pass@1"] > shipped["pass@1"] else 1)
+    print(f"{which} {key}: candidate {new[key]:.4f}, shipped {shipped[key]:.4f}")
+sys.exit(0 if new["pass@1"] > shipped["pass@1"] else 3)
 PY
+}
+.venv/bin/celeris-complete bench quality --set single --model "$RUN" --output "$OUT/single.json"
+status=0
+compare single-line "$OUT/single.json" "$BASE/humaneval-single.json" || status=$?
+if [ "$status" = 3 ]; then echo "not a win on single-line pass@1: stopping here"; exit 0; fi
+[ "$status" = 0 ] || exit "$status"  # the comparison itself failed (a missing baseline, say)
 .venv/bin/celeris-complete bench quality --set multi --limit 1000 --model "$RUN" --output "$OUT/multi.json"
 .venv/bin/celeris-complete bench repo --sites 100 --budget-ms 60000 --model "$RUN" --output "$OUT/repo.json"
 .venv/bin/python scripts/compare_repo_runs.py "$BASE/seed0.json" "$OUT/repo.json" > "$OUT/compare-repo.txt"
-.venv/bin/python - "$OUT/multi.json" "$BASE/humaneval-multi.json" <<'PY'
-import json, sys
-new, shipped = (json.load(open(p)) for p in sys.argv[1:])
-print(f"multi-line pass@1: candidate {new['pass@1']:.4f}, shipped {shipped['pass@1']:.4f}")
-PY
+compare multi-line "$OUT/multi.json" "$BASE/humaneval-multi.json" || [ $? = 3 ]
 cat "$OUT/compare-repo.txt"
