@@ -43,7 +43,7 @@ MASKED_SLOT = "\u2591"  # how canvas_text shows a slot the model has not committ
 # model's distribution is noise, and a race over the whole vocabulary costs ~5 ms per canvas and step).
 ALTERNATIVE_TEMPERATURE = 0.8
 ALTERNATIVE_TOP_K = 16
-# Drafts asked for beyond those used, to take the place of any that use a name nothing binds.
+# Drafts asked for beyond those used, to take the place of any the compiler or the names check refuses.
 DRAFTS_IN_RESERVE = 2
 
 
@@ -214,8 +214,8 @@ class Engine:
             cheap = (*drafts, *self.previous.drafts(source, prefix))
             wanted = max(s.draft_candidates, alternatives)
             found = find_drafts(prefix, suffix, lines, source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap)
-            if win is not None:  # a draft that uses a name nothing binds is wrong: the next one instead
-                found = _named(found, win, wanted)
+            if win is not None:  # a draft the compiler blames is wrong (or uses a name nothing binds): the next one
+                found = _fitting(found, win, wanted, prefix, suffix, mode)
             # The model judges the first; the next ones are alternatives as they are, before any sample.
             offers, spare = found[: s.draft_candidates], found[s.draft_candidates :]
             line = "" if "\n" in ctx.heal else prefix[prefix.rfind("\n") + 1 : len(prefix) - len(ctx.heal)][-MAX_LINE:]
@@ -386,14 +386,23 @@ class Engine:
         return postprocess(raw[len(heal) :] if raw.startswith(heal) else raw, prefix, suffix, mode)
 
 
-def _named(found: Sequence[Draft], win: Window, wanted: int) -> list[Draft]:
-    """The first ``wanted`` drafts that use no name nothing binds, judged in order (most need no parse)."""
+def _fitting(found: Sequence[Draft], win: Window, wanted: int, prefix: str, suffix: str, mode: str) -> list[Draft]:
+    """The first ``wanted`` drafts the compiler's check would show, judged in order. A line's draft is
+    the whole answer (the span ends after it), so it is judged as shown: one the compiler blames where
+    the window compiles without it (``Window.clean``; a copy of another hole's line, of a line being
+    edited) would be withheld after the model kept it, in place of the model's own answer. A block's
+    draft is only its first line (the model writes the rest): only its names are judged."""
     out: list[Draft] = []
     for d in found:
         if len(out) == wanted:
             break
-        if not win.names_missing(d.text):
-            out.append(d)
+        if mode == "line":
+            text = postprocess(d.text, prefix, suffix, mode)
+            if text.strip() and judge(win, text) == BLAMED and win.clean:
+                continue
+        elif win.names_missing(d.text):
+            continue
+        out.append(d)
     return out
 
 

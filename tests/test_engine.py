@@ -289,3 +289,19 @@ def test_a_draft_offered_as_an_alternative_never_replaces_an_answer_the_compiler
     done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3, language="python")
     assert done.alternatives[:2] == ("items, strict=strict)", "items, 0)")
     assert seen == [()]  # the check saw no alternative to replace a blamed answer with: no sample was drawn
+
+
+def test_a_line_draft_the_compiler_blames_gives_way_to_the_next_one(engine):
+    # The document's other hole (a line cut short) is drafted for this one: the compiler blames it where
+    # the function compiles without it, so the model's answer is judged without it, not withheld after it.
+    prefix = "def lines(path):\n    with open(path) as f:\n        return "
+    suffix = "\n\n\ndef names(d):\n    return [n for n in d if ]\n"
+    broken = Draft("[n for n in d if ]", "typing-cache", 1)
+    unchecked = engine.complete(prefix, suffix, mode="line", drafts=[broken])
+    assert unchecked.draft["source"] == "typing-cache" and unchecked.text == "[n for n in d if ]"
+    got = engine.complete(prefix, suffix, mode="line", drafts=[broken], language="python")
+    assert got.draft is None or got.draft["source"] != "typing-cache"
+    assert "if ]" not in got.text and got.syntax in ("ok", "replaced", "reindented", "withheld")
+    fine = [Draft("f.read()", "typing-cache", 1)]
+    good = engine.complete(prefix, suffix, mode="line", drafts=fine, language="python")
+    assert good.draft["source"] == "typing-cache" and good.text == "f.read()"  # one that compiles stands
