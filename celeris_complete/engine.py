@@ -34,7 +34,17 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import at_blank_line, choose_mode, postprocess
-from .syntax_check import BLAMED, Window, check, is_python, judge, window
+from .syntax_check import (
+    BLAMED,
+    Window,
+    check,
+    first_compiling,
+    is_python,
+    judge,
+    reindentations,
+    shortened,
+    window,
+)
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -390,20 +400,26 @@ def _fitting(found: Sequence[Draft], win: Window, wanted: int, prefix: str, suff
     """The first ``wanted`` drafts the compiler's check would show, judged in order. A line's draft is
     the whole answer (the span ends after it), so it is judged as shown: one the compiler blames where
     the window compiles without it (``Window.clean``; a copy of another hole's line, of a line being
-    edited) would be withheld after the model kept it, in place of the model's own answer. A block's
-    draft is only its first line (the model writes the rest): only its names are judged."""
+    edited), and that no re-indentation or shortening repairs, would be withheld or replaced after the
+    model kept it, in place of the model's own answer. A block's draft is only its first line (the
+    model writes the rest): only its names are judged."""
     out: list[Draft] = []
     for d in found:
         if len(out) == wanted:
             break
         if mode == "line":
             text = postprocess(d.text, prefix, suffix, mode)
-            if text.strip() and judge(win, text) == BLAMED and win.clean:
+            if text.strip() and judge(win, text) == BLAMED and win.clean and not _repairable(text, prefix, suffix, win):
                 continue
         elif win.names_missing(d.text):
             continue
         out.append(d)
     return out
+
+
+def _repairable(text: str, prefix: str, suffix: str, win: Window) -> bool:
+    """Whether the check would show a blamed ``text`` re-indented or shortened (no samples needed)."""
+    return first_compiling((*reindentations(text, prefix, suffix), *shortened(text)), win) is not None
 
 
 def _usable(spare: Sequence[Draft], text: str, prefix: str, suffix: str, mode: str, win) -> list[str]:

@@ -6,8 +6,10 @@ the compiler sees the code around the cursor (``syntax_check.Window``), a name t
 accepted when anything could bind it: a builtin; any binding anywhere in the window (parameters,
 assignments, imports, loop and ``with`` targets, nested definitions; the answer's own included); the
 base of an attribute (a module or a global object the file may be about to import); or the name
-written anywhere else in the document (a global, an import, another function's local: too
-loose on purpose, so that no right answer is flagged). ``self`` and ``cls`` are the exception: in a
+written anywhere else in the document (a global, an import; loose on purpose, so that no right answer
+is flagged), except inside another top-level function or class, where only the name its header
+defines or a ``global`` statement counts (another function's parameter or local binds nothing here;
+told by the line at column 0 each occurrence lies under, without a parse). ``self`` and ``cls`` are the exception: in a
 function defined at column 0 only a name at column 0 outside could bind them. A star import anywhere,
 a document known only in part, or one over ``MAX_DOCUMENT`` characters judges nothing.
 
@@ -33,6 +35,11 @@ WORD_END = re.compile(r"^\w+")
 STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]+\*", re.MULTILINE)
 MAX_DOCUMENT = 1_000_000  # characters: a larger document is not judged (searching it would cost too much)
 FIND_LIMIT = 2_000  # occurrences inside other words looked past before a name counts as written
+BLOCKS_LIMIT = 200  # occurrences inside other functions looked past before it counts as written (~1 ms)
+COLUMN_0 = re.compile(r"\n(?=[^\s#])")  # a line that starts at column 0 (not a comment): a top-level statement
+SCOPE_HEADERS = ("def ", "async def ", "class ")  # top-level statements whose names stay inside
+GLOBAL = re.compile(r"[ \t]*global[ \t]")
+DEFINES = re.compile(r"(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+)")
 
 # (prefix, end, suffix, start): the document before the window is prefix[:end], after it suffix[start:].
 Outside = tuple[str, int, str, int]
@@ -85,11 +92,39 @@ def _suspect(name: str, outside: Outside, window_text: str, module_level_def: bo
     if name in PARAMETER_ONLY:  # at column 0 outside the window, a module could bind it after all
         at_column_0 = re.compile(rf"^{name}\b", re.MULTILINE)
         return module_level_def and not (at_column_0.search(prefix, 0, end) or at_column_0.search(suffix, start))
+    if _find_word(name, window_text, 0, len(window_text)):
+        return False
+    own = _block_start(prefix, end)  # the top-level statement the window lies in (its start in prefix)
     return not (
-        _find_word(name, window_text, 0, len(window_text))
-        or _find_word(name, prefix, 0, end)
-        or _find_word(name, suffix, start, len(suffix))
+        _find_word(name, prefix, 0, end, lambda b: b == own)
+        or _find_word(name, suffix, start, len(suffix), lambda b: b < start)
     )
+
+
+def _block_start(text: str, i: int) -> int:
+    """Where the line at column 0 that ``i`` lies under starts (0: none before it)."""
+    j = text.rfind("\n", 0, i)
+    while j >= 0:
+        c = text[j + 1 : j + 2]
+        if c and not c.isspace() and c != "#":
+            return j + 1
+        j = text.rfind("\n", 0, j)
+    return 0
+
+
+def _binds_from(text: str, i: int, block: int, same_block) -> bool:
+    """Whether the name written at ``i``, under the column-0 line at ``block``, could bind it for the
+    window: in the window's own top-level statement (an enclosing function), or at module level (any
+    statement but a function or class); inside another top-level function or class only as the name
+    its header defines or in a ``global`` statement (another function's parameter or local binds
+    nothing here)."""
+    if same_block(block) or not text.startswith(SCOPE_HEADERS, block):
+        return True
+    line = text.rfind("\n", 0, i) + 1
+    if line == block:
+        m = DEFINES.match(text, block)
+        return m is not None and i in (m.start(1), m.start(2))
+    return GLOBAL.match(text, line, i) is not None
 
 
 def _star_import(tree: ast.AST, outside: Outside) -> bool:
@@ -122,19 +157,37 @@ def bound_names(tree: ast.AST) -> set[str]:
     return out
 
 
-def _find_word(name: str, text: str, lo: int, hi: int) -> bool:
+def _find_word(name: str, text: str, lo: int, hi: int, same_block=None) -> bool:
     """``name`` written in ``text[lo:hi]``, not as an attribute nor inside another word (str.find: some
     30 times faster here than a regular expression that looks behind). Past ``FIND_LIMIT`` occurrences
-    inside other words it counts as written (a short name in a huge document: judged loosely)."""
-    i, seen = text.find(name, lo, hi), 0
+    inside other words, or ``BLOCKS_LIMIT`` in other functions (``same_block``, given: see ``_binds_from``),
+    it counts as written (a short name in a huge document: judged loosely)."""
+    i, seen, elsewhere = text.find(name, lo, hi), 0, 0
+    block, scanned = 0, -1  # the column-0 line above the last occurrence looked at, and where the scan got to
     while i >= 0:
         j = i + len(name)
         before = text[i - 1] if i > 0 else " "
         after = text[j] if j < len(text) else " "
         if not (before.isalnum() or before in "_.") and not (after.isalnum() or after == "_"):
-            return True
+            if same_block is None:
+                return True
+            # (i + 1: the lookahead sees the occurrence's own first character, at column 0 or not)
+            block = _block_start(text, i) if scanned < 0 else _last_column_0(text, scanned, i + 1, block)
+            scanned = i
+            if _binds_from(text, i, block, same_block):
+                return True
+            elsewhere += 1
+            if elsewhere >= BLOCKS_LIMIT:
+                return True
         seen += 1
         if seen >= FIND_LIMIT:
             return True
         i = text.find(name, i + 1, hi)
     return False
+
+
+def _last_column_0(text: str, lo: int, hi: int, block: int) -> int:
+    """The start of the last line at column 0 in ``text[lo:hi]``, else ``block`` (the one above ``lo``)."""
+    for m in COLUMN_0.finditer(text, lo, hi):
+        block = m.end()
+    return block

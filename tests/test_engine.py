@@ -283,11 +283,12 @@ def test_a_draft_offered_as_an_alternative_never_replaces_an_answer_the_compiler
     prefix = (
         "def run(items, rate):\n    total = compute_total(items, rate)\n    return total\n\n"
         "def keep(items):\n    total = compute_total(items, 0)\n    return total\n\n"
-        "def check(items, strict):\n    total = compute_total(items, strict=strict)\n    return total\n\n"
+        "def check(items, rate):\n    total = compute_total(items, strict=rate)\n    return total\n\n"
         "def again(items, rate):\n    total = compute_total("
     )
     done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3, language="python")
-    assert done.alternatives[:2] == ("items, strict=strict)", "items, 0)")
+    drafts = {"items, rate)", "items, strict=rate)", "items, 0)"}  # the three calls' arguments
+    assert done.text in drafts and set(done.alternatives) == drafts - {done.text}
     assert seen == [()]  # the check saw no alternative to replace a blamed answer with: no sample was drawn
 
 
@@ -305,3 +306,7 @@ def test_a_line_draft_the_compiler_blames_gives_way_to_the_next_one(engine):
     fine = [Draft("f.read()", "typing-cache", 1)]
     good = engine.complete(prefix, suffix, mode="line", drafts=fine, language="python")
     assert good.draft["source"] == "typing-cache" and good.text == "f.read()"  # one that compiles stands
+    # At a blank line a draft the check would only re-indent stays the model's to judge.
+    prefix, suffix = "def f(xs):\n    for x in xs:\n", "\n    return xs\n"
+    moved = engine.complete(prefix, suffix, mode="line", drafts=[Draft("break", "typing-cache", 1)], language="python")
+    assert moved.draft["source"] == "typing-cache" and (moved.text, moved.syntax) == ("        break", "reindented")

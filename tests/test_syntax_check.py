@@ -130,14 +130,15 @@ def in_read_lines() -> tuple[str, str]:
 
 def test_an_answer_that_uses_a_name_nothing_binds_is_blamed():
     """It compiles, but nothing could bind a name it loads: blamed. Anything that could bind it clears it:
-    a builtin, the enclosing function, the answer itself, or the name written anywhere outside."""
+    a builtin, the enclosing function, the answer itself, or the name written outside, except as another
+    top-level function's or class's parameter or local."""
     prefix, suffix = in_read_lines()
     win = window(prefix, suffix)
-    right = ("f.read()", "len(path)", "os.sep", "OrderedDict()", "LIMIT", "total", "[x for x in f]", "helper(f)")
+    right = ("f.read()", "len(path)", "os.sep", "OrderedDict()", "LIMIT", "[x for x in f]", "helper(f)", "Box()")
     # The base of an attribute may be an import the file is about to get (a line from another file).
     for fine in (*right, "settings.DB_TIMEOUT", "np.zeros(3)"):
         assert judge(win, fine) == OK, fine
-    for wrong in ("self.items.pop()", "f.read(size_hint)", "undefined_thing"):
+    for wrong in ("self.items.pop()", "f.read(size_hint)", "undefined_thing", "total", "items", "extra"):
         assert judge(win, wrong) == BLAMED, wrong
         assert win.names_missing(wrong)
     assert win.names_missing("f.read(size_hint") == []  # does not parse: no verdict on its names
@@ -146,6 +147,19 @@ def test_an_answer_that_uses_a_name_nothing_binds_is_blamed():
     win = window(prefix, suffix)
     assert judge(win, "self.size(extra)") == OK
     assert judge(win, "self.size(nothing_like_it)") == BLAMED
+
+
+def test_a_name_bound_only_inside_another_function_is_blamed_but_not_one_bound_for_the_window():
+    prefix = "X = 1\n\ndef g():\n    global Y\n    Y = 2\n\n"
+    prefix += "def outer(a):\n    z = 3\n    def inner(b):\n        return "
+    suffix = "\n    return inner\n\ndef later(q):\n    w = q\n    return w\nn = 4\nif n:\n    m = 5\n"
+    win = window(prefix, suffix)
+    # Module level (before or after, in a block at column 0 too), ``global``, an enclosing function, a
+    # definition's own name: each binds it. Another function's parameter or local does not.
+    for fine in ("X", "Y", "z", "a", "b", "n", "m", "inner", "later(1)", "outer", "g()"):
+        assert judge(win, fine) == OK, fine
+    for wrong in ("q", "w", "q + X"):
+        assert judge(win, wrong) == BLAMED, wrong
 
 
 def test_names_are_not_judged_where_they_cannot_be():
