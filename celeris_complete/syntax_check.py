@@ -67,9 +67,22 @@ class Window:
         return not self.shift and self.before.startswith(("def ", "async def "))
 
     def error_line(self, text: str) -> int:
-        """``error_line`` of the window with ``text`` (each text compiled once)."""
+        """``error_line`` of the window with ``text`` (each text compiled once). A decorator line the
+        window ends with (the function it decorates not written yet, or after the window: a line at
+        column 0 ends it) compiles when a function right after it would make it compile."""
         if text not in self._lines:
-            self._lines[text] = error_line(self.source(text))
+            source = self.source(text)
+            line = error_line(source)
+            if line:
+                end = len(source) - len(self.after)  # where the answer ends
+                start, stop = source.rfind("\n", 0, end) + 1, source.find("\n", end)
+                stop = len(source) if stop < 0 else stop
+                last = source[start:stop]  # the answer's last line, with the rest of the cursor's line
+                if last.lstrip().startswith("@"):
+                    indent = last[: len(last) - len(last.lstrip())]
+                    if error_line(f"{source[:stop]}\n{indent}def _(): pass{source[stop:]}") == 0:
+                        line = 0
+            self._lines[text] = line
         return self._lines[text]
 
     def names_missing(self, text: str) -> list[str]:

@@ -319,3 +319,14 @@ def test_the_language_server_judges_python_documents_only(shipped_model_dir):
     assert (verdict == "withheld") == (not py.items)
     for item in py.items:
         assert error_line(win.source(item.insert_text)) == 0
+
+
+def test_a_decorator_line_compiles_before_the_function_it_decorates_is_written():
+    # The window ends before a line at column 0, and the function may not be written yet: a decorator
+    # is judged as if one followed it; a broken one is still blamed.
+    assert judge(window("import pytest\n\n@pytest.fix", "\n"), "ture") == OK
+    assert judge(window("import pytest\n\n@pytest.fix", "\ndef f():\n    pass\n"), "ture") == OK
+    assert judge(window("import enum\n\n", "\nclass A:\n    pass\n"), "@enum.unique") == OK
+    assert judge(window("class A:\n    @prop", "\n"), "erty") == OK
+    assert judge(window("import pytest\n\n@pytest.fix", "\n"), "ture(") == BLAMED
+    assert judge(window("def f(x):\n    return ", "\n"), "@x") == BLAMED
