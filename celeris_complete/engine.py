@@ -34,17 +34,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import at_blank_line, choose_mode, postprocess
-from .syntax_check import (
-    BLAMED,
-    Window,
-    check,
-    first_compiling,
-    is_python,
-    judge,
-    reindentations,
-    shortened,
-    window,
-)
+from .syntax_check import BLAMED, Window, check, is_python, judge, mended, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -409,17 +399,12 @@ def _fitting(found: Sequence[Draft], win: Window, wanted: int, prefix: str, suff
             break
         if mode == "line":
             text = postprocess(d.text, prefix, suffix, mode)
-            if text.strip() and judge(win, text) == BLAMED and win.clean and not _repairable(text, prefix, suffix, win):
+            if text.strip() and judge(win, text) == BLAMED and win.clean and mended(text, prefix, suffix, win) is None:
                 continue
         elif win.names_missing(d.text):
             continue
         out.append(d)
     return out
-
-
-def _repairable(text: str, prefix: str, suffix: str, win: Window) -> bool:
-    """Whether the check would show a blamed ``text`` re-indented or shortened (no samples needed)."""
-    return first_compiling((*reindentations(text, prefix, suffix), *shortened(text)), win) is not None
 
 
 def _usable(spare: Sequence[Draft], text: str, prefix: str, suffix: str, mode: str, win) -> list[str]:

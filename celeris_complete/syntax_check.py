@@ -292,6 +292,16 @@ def check(
     return text, verdict, win
 
 
+def mended(text: str, prefix: str, suffix: str, win: Window) -> tuple[str, str] | None:
+    """``text`` (blamed) at another indentation that compiles, else its longest run of first lines that
+    compiles, with the verdict ("reindented", "shortened"); None when neither does. No model calls."""
+    fixed = first_compiling(reindentations(text, prefix, suffix), win)
+    if fixed is not None:
+        return fixed, "reindented"
+    fixed = first_compiling(shortened(text), win)
+    return None if fixed is None else (fixed, "shortened")
+
+
 def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:
     """What to show instead of ``text``, an answer the compiler blamed, and the verdict. In order: the
     answer at another indentation that compiles (at a blank line); its longest run of first lines that
@@ -302,12 +312,9 @@ def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> 
     are still tried): a typed partial name compiles, so the window is often clean while the user types
     a line, and samples on many keystrokes would make them miss the next key. Where the window is not
     clean, ``text`` as it was (the user is in the middle of an edit the compiler cannot judge)."""
-    fixed = first_compiling(reindentations(text, prefix, suffix), win)
+    fixed = mended(text, prefix, suffix, win)
     if fixed is not None:
-        return fixed, "reindented"
-    fixed = first_compiling(shortened(text), win)
-    if fixed is not None:
-        return fixed, "shortened"
+        return fixed
     clean = win.clean
     if not clean:  # the compiler cannot judge here: nothing is worth samples
         return text, "kept"
