@@ -15,6 +15,7 @@ and when it compiles but uses a name that nothing could bind (``names_check.py``
 from __future__ import annotations
 
 import ast
+import re
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file
 CONTINUES = ("else", "elif", "except", "finally")
 
 OK, BLAMED, ELSEWHERE = "ok", "blamed", "elsewhere"
+NONLOCAL = re.compile(r"\bnonlocal\b")
 PARSE_LOCK = threading.Lock()
 
 
@@ -59,8 +61,17 @@ class Window:
     # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
     # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
     outside: tuple[str, int, str, int] | None = field(default=None, repr=False, compare=False)
+    # The text before the window (the scanned prefix up to ``ahead[1]``) and after it (the scanned
+    # suffix from line ``beyond[1]`` on): where the string an answer's triple quote belongs to starts
+    # or ends when the window lies inside it (a docstring's prose at column 0 starts or ends windows).
+    ahead: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
+    beyond: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
     _lines: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> error line
     _names: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> names missing
+
+    @property
+    def nested(self) -> bool:  # a def taken out of what encloses it (see ``error_line``)
+        return self.shift > 0
 
     @cached_property
     def module_level_def(self) -> bool:
@@ -69,10 +80,15 @@ class Window:
     def error_line(self, text: str) -> int:
         """``error_line`` of the window with ``text`` (each text compiled once). A decorator line the
         window ends with (the function it decorates not written yet, or after the window: a line at
-        column 0 ends it) compiles when a function right after it would make it compile."""
+        column 0 ends it) compiles when a function right after it would make it compile. An answer
+        with a triple quote blamed for it is judged again as if the window lay inside that string
+        (``_in_string``): the prose of a docstring at column 0 looks like statements to the window."""
         if text not in self._lines:
             source = self.source(text)
-            line = error_line(source)
+            line = error_line(source, self.nested)
+            first, last = self.answer_lines(text)
+            if first <= line <= last and ('"""' in text or "'''" in text):  # rarely
+                line = self._in_string(source, text, line)
             if line:
                 end = len(source) - len(self.after)  # where the answer ends
                 start, stop = source.rfind("\n", 0, end) + 1, source.find("\n", end)
@@ -80,10 +96,33 @@ class Window:
                 last = source[start:stop]  # the answer's last line, with the rest of the cursor's line
                 if last.lstrip().startswith("@"):
                     indent = last[: len(last) - len(last.lstrip())]
-                    if error_line(f"{source[:stop]}\n{indent}def _(): pass{source[stop:]}") == 0:
+                    if error_line(f"{source[:stop]}\n{indent}def _(): pass{source[stop:]}", self.nested) == 0:
                         line = 0
             self._lines[text] = line
         return self._lines[text]
+
+    def _in_string(self, source: str, text: str, line: int) -> int:
+        """``error_line`` of ``source`` as if the window lay inside the string that the triple quote
+        ``text`` holds last belongs to: opened before the window (an odd number of them before it), or
+        closed after it (the window reaching on to the first line after it that holds one)."""
+        quote = max(('"""', "'''"), key=text.rfind)
+        prefix, start = self.ahead
+        if prefix.count(quote, 0, start) % 2:
+            source = quote + source
+            line = error_line(source, self.nested)
+            first, last = self.answer_lines(text)
+            if not first <= line <= last:
+                return line
+        suffix, end = self.beyond
+        start = sum(len(ln) + 1 for ln in suffix.split("\n", end)[:end])
+        at = suffix.find(quote, start) if suffix else -1
+        if at < 0:
+            return line
+        stop = suffix.find("\n", at)
+        more = suffix[start : len(suffix) if stop < 0 else stop]
+        if self.shift:
+            more = "\n".join(_dedent(more.split("\n"), self.shift))
+        return error_line(source + more, self.nested)
 
     def names_missing(self, text: str) -> list[str]:
         """The names ``text`` uses that nothing could bind (names_check.py), where the window compiles
@@ -124,9 +163,9 @@ class Window:
     def clean(self) -> bool:
         """Whether the window compiles without an answer, or with ``placeholder``: then the compiler can
         judge any answer, wherever its error lies."""
-        if error_line(self.source("")) == 0:
+        if error_line(self.source(""), self.nested) == 0:
             return True
-        return bool(self.placeholder) and error_line(self.source(self.placeholder)) == 0
+        return bool(self.placeholder) and error_line(self.source(self.placeholder), self.nested) == 0
 
     def source(self, text: str) -> str:
         if self.shift and "\n" in text:
@@ -180,21 +219,27 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
         level = indent_levels(prefix, suffix)[0]
         placeholder = " " * max(0, level - len(typed)) + "pass"
     outside = None
+    inside_before = len("\n".join(body))
     if whole and len(document[0]) + len(document[1]) <= MAX_DOCUMENT:
-        inside_before = len("\n".join(body))
         inside_after = len("\n".join(rest)) + (1 if end < len(after_lines) else 0)
         outside = (document[0], len(document[0]) - inside_before, document[1], inside_after)
-    return Window(before, after, shift, placeholder, outside)
+    ahead = (prefix, len(prefix) - inside_before)
+    beyond = (suffix, end) if end < len(after_lines) else ("", 0)
+    return Window(before, after, shift, placeholder, outside, ahead, beyond)
 
 
-def error_line(source: str) -> int:
+def error_line(source: str, nested: bool = False) -> int:
     """0 when ``source`` compiles, else the line of the compiler's syntax error (-1: no line given).
-    Compiled, not only parsed: ``return`` or ``break`` outside what allows them are errors too."""
+    Compiled, not only parsed: ``return`` or ``break`` outside what allows them are errors too.
+    ``nested``: ``source`` is a def taken out of what encloses it, whose names a ``nonlocal``
+    statement may name (judged as ``global`` there: same length, same rules otherwise)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings (an odd escape) are no verdict
             compile(source, "<completion>", "exec", dont_inherit=True)
     except SyntaxError as exc:
+        if nested and str(exc.msg).startswith("no binding for nonlocal"):
+            return error_line(NONLOCAL.sub("global  ", source))
         return exc.lineno if exc.lineno is not None else -1
     except (ValueError, MemoryError, RecursionError):  # null bytes, absurd nesting
         return -1

@@ -330,3 +330,26 @@ def test_a_decorator_line_compiles_before_the_function_it_decorates_is_written()
     assert judge(window("class A:\n    @prop", "\n"), "erty") == OK
     assert judge(window("import pytest\n\n@pytest.fix", "\n"), "ture(") == BLAMED
     assert judge(window("def f(x):\n    return ", "\n"), "@x") == BLAMED
+
+
+def test_a_docstring_line_is_judged_inside_its_string():
+    # A module docstring's prose at column 0 looks like statements, so the window may start or end
+    # inside the string: a line that opens or closes it is judged as if the window lay inside it.
+    prose = "Tools for things.\n\nMore words here.\n"
+    suffix = "\n" + prose + '"""\nimport os\n'
+    assert judge(window("", suffix), '"""Summary line.') == OK
+    assert judge(window("# comment\n", suffix), "'''Summary.") == BLAMED  # closed by nothing
+    assert judge(window('"""Summary.\n' + prose, "\nimport os\n"), '"""') == OK
+    assert judge(window('"""Summary.\n' + prose, "\nimport os\n"), '"""x(') == BLAMED
+    assert judge(window("def f():\n    ", "\n    return 1\n"), '"""Doc.') == BLAMED
+    inner = "def f():\n    "
+    assert judge(window(inner, "\n    Words at\nthe margin.\n    \"\"\"\n    return 1\n"), '"""Doc.') == OK
+
+
+def test_nonlocal_in_a_nested_function_names_the_enclosing_ones():
+    # The window of a nested def is that def alone: its nonlocal names are bound outside the window.
+    outer = "def outer():\n    a = 1\n    def inner():\n        "
+    assert judge(window(outer, "\n        a += 1\n    return inner\n"), "nonlocal a") == OK
+    assert judge(window(outer, "\n        a += 1\n    return inner\n"), "nonlocal a +") == BLAMED
+    assert judge(window("def f():\n    a = 1\n    ", "\n"), "nonlocal a") == BLAMED  # nothing encloses f
+    assert judge(window(outer + "a = 2\n        ", "\n    return inner\n"), "nonlocal a") == BLAMED  # after use
