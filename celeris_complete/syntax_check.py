@@ -61,7 +61,7 @@ class Window:
     # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
     # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
     outside: tuple[str, int, str, int] | None = field(default=None, repr=False, compare=False)
-    # The text before the window (the scanned prefix up to ``ahead[1]``) and after it (the scanned
+    # The text before the window (the prefix up to ``ahead[1]``, where it is whole) and after it (the scanned
     # suffix from line ``beyond[1]`` on): where the string an answer's triple quote belongs to starts
     # or ends when the window lies inside it (a docstring's prose at column 0 starts or ends windows).
     ahead: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
@@ -80,14 +80,14 @@ class Window:
     def error_line(self, text: str) -> int:
         """``error_line`` of the window with ``text`` (each text compiled once). A decorator line the
         window ends with (the function it decorates not written yet, or after the window: a line at
-        column 0 ends it) compiles when a function right after it would make it compile. An answer
-        with a triple quote blamed for it is judged again as if the window lay inside that string
-        (``_in_string``): the prose of a docstring at column 0 looks like statements to the window."""
+        column 0 ends it) compiles when a function right after it would make it compile. Where the
+        window may lie inside a string (an odd number of triple quotes before it, or one in ``text``)
+        an error is judged again as if it did (``_in_string``): a docstring's prose at column 0 looks
+        like statements to the window."""
         if text not in self._lines:
             source = self.source(text)
             line = error_line(source, self.nested)
-            first, last = self.answer_lines(text)
-            if first <= line <= last and ('"""' in text or "'''" in text):  # rarely
+            if line and (self.opened or '"""' in text or "'''" in text):  # rarely
                 line = self._in_string(source, text, line)
             if line:
                 end = len(source) - len(self.after)  # where the answer ends
@@ -101,18 +101,24 @@ class Window:
             self._lines[text] = line
         return self._lines[text]
 
-    def _in_string(self, source: str, text: str, line: int) -> int:
-        """``error_line`` of ``source`` as if the window lay inside the string that the triple quote
-        ``text`` holds last belongs to: opened before the window (an odd number of them before it), or
-        closed after it (the window reaching on to the first line after it that holds one)."""
-        quote = max(('"""', "'''"), key=text.rfind)
+    @cached_property
+    def opened(self) -> str:
+        """The triple quote of a string the window starts inside (an odd number of them before it;
+        "" where the document's start was not scanned)."""
         prefix, start = self.ahead
-        if prefix.count(quote, 0, start) % 2:
-            source = quote + source
-            line = error_line(source, self.nested)
-            first, last = self.answer_lines(text)
-            if not first <= line <= last:
-                return line
+        return next((q for q in ('"""', "'''") if prefix.count(q, 0, start) % 2), "")
+
+    def _in_string(self, source: str, text: str, line: int) -> int:
+        """0 where ``source`` (with ``text``, an error at ``line``) compiles as if the window lay inside a
+        string: one opened before the window (``opened``), or the one ``text``'s last triple quote
+        opens, closed after the window (reaching on to the first line after it that holds one); else
+        ``line``. Only a whole compile counts: an error moved elsewhere may still be the answer's."""
+        if self.opened and error_line(self.opened + source, self.nested) == 0:
+            return 0
+        first, last = self.answer_lines(text)
+        if not first <= line <= last or ('"""' not in text and "'''" not in text):
+            return line
+        quote = max(('"""', "'''"), key=text.rfind)
         suffix, end = self.beyond
         start = sum(len(ln) + 1 for ln in suffix.split("\n", end)[:end])
         at = suffix.find(quote, start) if suffix else -1
@@ -122,7 +128,7 @@ class Window:
         more = suffix[start : len(suffix) if stop < 0 else stop]
         if self.shift:
             more = "\n".join(_dedent(more.split("\n"), self.shift))
-        return error_line(source + more, self.nested)
+        return 0 if error_line(source + more, self.nested) == 0 else line
 
     def names_missing(self, text: str) -> list[str]:
         """The names ``text`` uses that nothing could bind (names_check.py), where the window compiles
@@ -223,7 +229,7 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
     if whole and len(document[0]) + len(document[1]) <= MAX_DOCUMENT:
         inside_after = len("\n".join(rest)) + (1 if end < len(after_lines) else 0)
         outside = (document[0], len(document[0]) - inside_before, document[1], inside_after)
-    ahead = (prefix, len(prefix) - inside_before)
+    ahead = (prefix, len(prefix) - inside_before) if len(document[0]) <= SCAN_CHARS else ("", 0)
     beyond = (suffix, end) if end < len(after_lines) else ("", 0)
     return Window(before, after, shift, placeholder, outside, ahead, beyond)
 

@@ -342,6 +342,9 @@ def test_a_docstring_line_is_judged_inside_its_string():
     assert judge(window('"""Summary.\n' + prose, "\nimport os\n"), '"""') == OK
     assert judge(window('"""Summary.\n' + prose, "\nimport os\n"), '"""x(') == BLAMED
     assert judge(window("def f():\n    ", "\n    return 1\n"), '"""Doc.') == BLAMED
+    assert judge(window('"""Summary.\n' + prose, '\n"""\nimport os\n'), "More prose, (") == OK  # inside it
+    # A quote counted inside another string opens nothing: only a window that compiles as a string counts.
+    assert judge(window("x = \"'''\"\n\ndef f():\n    ", "\n"), "return (") == BLAMED
     inner = "def f():\n    "
     assert judge(window(inner, "\n    Words at\nthe margin.\n    \"\"\"\n    return 1\n"), '"""Doc.') == OK
 
