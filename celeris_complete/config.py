@@ -125,10 +125,11 @@ OPTIONS: dict[str, Option] = {
     "syntax_candidates": Option(
         int,
         4,
-        "Python: when the compiler puts a syntax error in the answer's own lines, try it re-indented and shortened, "
-        "then sample this many other answers in one batch (fewer for a block: as many slots as this many line "
-        "canvases) and take the first that compiles; none does: nothing where the code compiled without the "
-        "answer, else the answer as it was; 0: off.",
+        "Python: when the compiler puts a syntax error in the answer's own lines, try it re-indented, shortened "
+        "and finished (brackets closed, a colon), then sample this many other answers in one batch (fewer for "
+        "a block: as many slots as this many line canvases) and take the first that compiles; none does: "
+        "nothing where the code compiled without the answer (or only the line being typed broke it), else the "
+        "answer as it was; 0: off.",
         minimum=0,
         maximum=16,
     ),

@@ -63,7 +63,7 @@ class Completion:
     # Other drafts, then sampled completions, as ``text`` (they may repeat it or each other).
     alternatives: tuple[str, ...] = ()
     # The compiler's verdict (Python; see syntax_check.py): "ok", "elsewhere" (the window is broken
-    # whatever the answer), or for an answer it blamed: "reindented", "shortened", "replaced" (by a
+    # whatever the answer), or for an answer it blamed: "reindented", "shortened", "closed", "replaced" (by a
     # sampled answer), "withheld" or "kept"; "" when not checked.
     syntax: str = ""
 
@@ -399,7 +399,7 @@ def _fitting(found: Sequence[Draft], win: Window, wanted: int, prefix: str, suff
             break
         if mode == "line":
             text = postprocess(d.text, prefix, suffix, mode)
-            if text.strip() and judge(win, text) == BLAMED and win.clean and mended(text, prefix, suffix, win) is None:
+            if text.strip() and judge(win, text) == BLAMED and win.strict and mended(text, prefix, suffix, win) is None:
                 continue
         elif win.names_missing(d.text):
             continue

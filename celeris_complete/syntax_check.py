@@ -111,13 +111,16 @@ class Window:
     def _in_string(self, source: str, text: str, line: int) -> int:
         """0 where ``source`` (with ``text``, an error at ``line``) compiles as if the window lay inside a
         string: one opened before the window (``opened``), or the one ``text``'s last triple quote
-        opens, closed after the window (reaching on to the first line after it that holds one); else
+        opens in a statement at column 0, closed after the window (reaching on to the first line after
+        it that holds one: elsewhere the window reaches the line that closes a string); else
         ``line``. Only a whole compile counts: an error moved elsewhere may still be the answer's."""
         if self.opened and error_line(self.opened + source, self.nested) == 0:
             return 0
         first, last = self.answer_lines(text)
         if not first <= line <= last or ('"""' not in text and "'''" not in text):
             return line
+        if self.shift or _indent(self.before[self.before.rfind("\n") + 1 :] + text) or text[:1] == "\t":
+            return line  # not at module level, where prose at column 0 ends windows (a module docstring)
         quote = max(('"""', "'''"), key=text.rfind)
         suffix, end = self.beyond
         start = sum(len(ln) + 1 for ln in suffix.split("\n", end)[:end])
@@ -166,10 +169,31 @@ class Window:
         return unbound_names(tree, (first, column, last, end), self.outside, around, self.module_level_def)
 
     @cached_property
+    def unfinished(self) -> bool:
+        """Whether the window without an answer fails first on the line being typed, at or after the
+        cursor (``if `` before ``]``): that line is unfinished, and a right answer finishes it, so an
+        answer the compiler blames on its own lines is wrong there too (see ``strict``)."""
+        cursor = self.before[self.before.rfind("\n") + 1 :]
+        if not cursor.strip():
+            return False
+        line, column = self._bare_error
+        return line == self.before.count("\n") + 1 and column > len(cursor)
+
+    @cached_property
+    def _bare_error(self) -> tuple[int, int]:  # ``error_at`` of the window without an answer
+        return error_at(self.source(""), self.nested)
+
+    @property
+    def strict(self) -> bool:
+        """Whether an answer blamed on its own lines is wrong, not the victim of an edit the compiler
+        cannot judge: the window is ``clean`` or only the line being typed is ``unfinished``."""
+        return self.clean or self.unfinished
+
+    @cached_property
     def clean(self) -> bool:
         """Whether the window compiles without an answer, or with ``placeholder``: then the compiler can
         judge any answer, wherever its error lies."""
-        if error_line(self.source(""), self.nested) == 0:
+        if self._bare_error[0] == 0:
             return True
         return bool(self.placeholder) and error_line(self.source(self.placeholder), self.nested) == 0
 
@@ -239,17 +263,22 @@ def error_line(source: str, nested: bool = False) -> int:
     Compiled, not only parsed: ``return`` or ``break`` outside what allows them are errors too.
     ``nested``: ``source`` is a def taken out of what encloses it, whose names a ``nonlocal``
     statement may name (judged as ``global`` there: same length, same rules otherwise)."""
+    return error_at(source, nested)[0]
+
+
+def error_at(source: str, nested: bool = False) -> tuple[int, int]:
+    """``error_line`` and the error's 1-based column in that line (0: none given)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings (an odd escape) are no verdict
             compile(source, "<completion>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         if nested and str(exc.msg).startswith("no binding for nonlocal"):
-            return error_line(NONLOCAL.sub("global  ", source))
-        return exc.lineno if exc.lineno is not None else -1
+            return error_at(NONLOCAL.sub("global  ", source))
+        return (exc.lineno if exc.lineno is not None else -1), exc.offset or 0
     except (ValueError, MemoryError, RecursionError):  # null bytes, absurd nesting
-        return -1
-    return 0
+        return -1, 0
+    return 0, 0
 
 
 def fits(win: Window, text: str) -> bool:
@@ -322,6 +351,41 @@ def shortened(text: str) -> list[str]:
     return ["\n".join(lines[:n]) for n in range(len(lines) - 1, 0, -1) if lines[n - 1].strip()]
 
 
+CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def closed(text: str, prefix: str) -> list[str]:
+    """A one-line answer finished: the brackets the line leaves open closed, a colon added, or both
+    (not one of punctuation alone: ``(`` made ``()`` says nothing). Strings are skipped roughly (a
+    quote opens until the same quote; no escapes across lines)."""
+    if "\n" in text or not any(c.isalnum() for c in text):
+        return []
+    line = prefix[prefix.rfind("\n") + 1 :] + text
+    stack: list[str] = []
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote and line[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            return []
+        elif ch in CLOSERS:
+            stack.append(CLOSERS[ch])
+        elif ch in ")]}":
+            if not stack or stack.pop() != ch:
+                return []
+    if quote:
+        return []
+    closers = "".join(reversed(stack))
+    tail = text.rstrip()
+    out = [tail + closers] if closers else []
+    if not tail.endswith(":"):
+        out.append(tail + closers + ":")
+    return out
+
+
 def first_compiling(texts, win: Window) -> str | None:
     """The first non-empty text with which the window compiles."""
     for text in texts:
@@ -345,29 +409,33 @@ def check(
 
 def mended(text: str, prefix: str, suffix: str, win: Window) -> tuple[str, str] | None:
     """``text`` (blamed) at another indentation that compiles, else its longest run of first lines that
-    compiles, with the verdict ("reindented", "shortened"); None when neither does. No model calls."""
+    compiles, else (one line) finished with the brackets it leaves open and a colon, with the verdict
+    ("reindented", "shortened", "closed"); None when none does. No model calls."""
     fixed = first_compiling(reindentations(text, prefix, suffix), win)
     if fixed is not None:
         return fixed, "reindented"
     fixed = first_compiling(shortened(text), win)
-    return None if fixed is None else (fixed, "shortened")
+    if fixed is not None:
+        return fixed, "shortened"
+    fixed = first_compiling(closed(text, prefix), win)
+    return None if fixed is None else (fixed, "closed")
 
 
 def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:
     """What to show instead of ``text``, an answer the compiler blamed, and the verdict. In order: the
     answer at another indentation that compiles (at a blank line); its longest run of first lines that
-    compiles (a block). Then, only where the window is clean (``Window.clean``: the compiler can judge
-    any answer): at a blank line (a line to write: the user just pressed Enter), the first sampled
-    answer (``others``, else ``sample()``: model calls) that compiles as it is, re-indented or
-    shortened; failing that, nothing. Mid-line no samples are drawn (alternatives the user asked for
-    are still tried): a typed partial name compiles, so the window is often clean while the user types
-    a line, and samples on many keystrokes would make them miss the next key. Where the window is not
-    clean, ``text`` as it was (the user is in the middle of an edit the compiler cannot judge)."""
+    compiles (a block). Then, only where the compiler's blame is to be trusted (``Window.strict``: the
+    window is clean, or only the line being typed is unfinished): at a blank line (a line to write:
+    the user just pressed Enter), the first sampled answer (``others``, else ``sample()``: model
+    calls) that compiles as it is, re-indented or shortened; failing that, nothing. Mid-line no
+    samples are drawn (alternatives the user asked for are still tried): a typed partial name
+    compiles, so the window is often clean while the user types a line, and samples on many keystrokes
+    would make them miss the next key. Elsewhere ``text`` as it was (the user is in the middle of an
+    edit the compiler cannot judge)."""
     fixed = mended(text, prefix, suffix, win)
     if fixed is not None:
         return fixed
-    clean = win.clean
-    if not clean:  # the compiler cannot judge here: nothing is worth samples
+    if not win.strict:  # the compiler cannot judge here: nothing is worth samples
         return text, "kept"
     if not others and prefix[prefix.rfind("\n") + 1 :].strip():  # mid-line: no samples drawn for it
         return "", "withheld"

@@ -15,6 +15,8 @@ from celeris_complete.syntax_check import (
     ELSEWHERE,
     OK,
     SCAN_CHARS,
+    check,
+    closed,
     error_line,
     indent_levels,
     is_python,
@@ -241,8 +243,36 @@ def test_repair_order_and_withholding():
     typed = "def f(a):\n    x = fo"
     partial = window(typed, "\n    return a\n")
     assert partial.clean
-    assert repair("o(a", typed, "\n    return a\n", partial, (), never) == ("", "withheld")
-    assert repair("o(a", typed, "\n    return a\n", partial, ["o(a)"], never) == ("o(a)", "replaced")
+    assert repair("o(a b", typed, "\n    return a\n", partial, (), never) == ("", "withheld")
+    assert repair("o(a b", typed, "\n    return a\n", partial, ["o(a)"], never) == ("o(a)", "replaced")
+    # A line left unfinished is finished: its open brackets closed, a colon added (never punctuation alone).
+    assert repair("o(a", typed, "\n    return a\n", partial, (), never) == ("o(a)", "closed")
+    header = "class A:\n    def f"
+    assert repair("(self, x)", header, "\n        pass\n", window(header, "\n        pass\n"), (), never) == (
+        "(self, x):",
+        "closed",
+    )
+    assert (
+        closed("(", "x = ") == []
+        and closed("a)", "x = ") == []
+        and closed("f('(', a", "x = ") == ["f('(', a)", "f('(', a):"]
+    )
+
+
+def test_an_answer_blamed_on_the_line_being_typed_is_withheld():
+    # The typed part of the line does not compile, but only at or after the cursor (``if `` before
+    # ``]``): the line is unfinished, and an answer the compiler blames there is wrong, not the victim
+    # of an edit elsewhere.
+    prefix, suffix = "def f(a):\n    return [x for x in a if ", "]\n"
+    win = window(prefix, suffix)
+    assert win.unfinished and not win.clean
+    never = lambda: pytest.fail("sampled mid-line")  # noqa: E731
+    assert check("x else", prefix, suffix, sample=never)[:2] == ("", "withheld")
+    assert check("x > 0", prefix, suffix, sample=never)[:2] == ("x > 0", "ok")
+    # A typo before the cursor is the user's, not the line unfinished: the answer stays.
+    typo = "def f(a):\n    retrun a"
+    assert not window(typo, "\n").unfinished
+    assert check(" +", typo, "\n", sample=never)[:2] == (" +", "kept")
 
 
 def test_is_python():
@@ -274,7 +304,7 @@ def test_the_engine_shows_python_that_compiles_or_nothing(engine):
         win = window(prefix, suffix)
         if error_line(win.source("")) == 0:
             assert done.text == "" or error_line(win.source(done.text)) == 0, (task["task_id"], done.text)
-            assert done.syntax in ("ok", "reindented", "shortened", "replaced", "withheld")
+            assert done.syntax in ("ok", "reindented", "shortened", "closed", "replaced", "withheld")
         plain = engine.complete(prefix, suffix, mode="line")
         assert plain.syntax == ""
     assert verdicts.count("ok") < len(verdicts)  # the shipped model's answers do get repaired here
@@ -314,7 +344,7 @@ def test_the_language_server_judges_python_documents_only(shipped_model_dir):
     py, py_timing, txt, txt_timing = run(scenario())
     get = lambda obj, key: obj[key] if isinstance(obj, dict) else getattr(obj, key)  # noqa: E731
     verdict = get(py_timing, "syntax")
-    assert verdict in ("ok", "reindented", "shortened", "replaced", "withheld"), verdict
+    assert verdict in ("ok", "reindented", "shortened", "closed", "replaced", "withheld"), verdict
     assert get(txt_timing, "syntax") == ""
     assert (verdict == "withheld") == (not py.items)
     for item in py.items:
@@ -345,8 +375,10 @@ def test_a_docstring_line_is_judged_inside_its_string():
     assert judge(window('"""Summary.\n' + prose, '\n"""\nimport os\n'), "More prose, (") == OK  # inside it
     # A quote counted inside another string opens nothing: only a window that compiles as a string counts.
     assert judge(window("x = \"'''\"\n\ndef f():\n    ", "\n"), "return (") == BLAMED
-    inner = "def f():\n    "
-    assert judge(window(inner, "\n    Words at\nthe margin.\n    \"\"\"\n    return 1\n"), '"""Doc.') == OK
+    # Only at module level does the window reach on to a closing quote after it: in a function, a
+    # quote that a later docstring's lone closing line would close is still blamed.
+    later = '\n    return 1\n\n\ndef g():\n    """\n    Doc.\n    """\n'
+    assert judge(window("def f():\n    ", later), '"""') == BLAMED
 
 
 def test_nonlocal_in_a_nested_function_names_the_enclosing_ones():
