@@ -61,9 +61,10 @@ class Window:
     # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
     # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
     outside: tuple[str, int, str, int] | None = field(default=None, repr=False, compare=False)
-    # The text before the window (the prefix up to ``ahead[1]``, where it is whole) and after it (the scanned
-    # suffix from line ``beyond[1]`` on): where the string an answer's triple quote belongs to starts
-    # or ends when the window lies inside it (a docstring's prose at column 0 starts or ends windows).
+    # The text before the window (the prefix up to ``ahead[1]``, where it is whole) and after it (the
+    # scanned suffix from line ``beyond[1]`` on): where the string an answer's triple quote belongs to
+    # starts or ends when the window lies inside it (a docstring's prose at column 0 starts or ends
+    # windows).
     ahead: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
     beyond: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
     _lines: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> error line
@@ -129,8 +130,6 @@ class Window:
             return line
         stop = suffix.find("\n", at)
         more = suffix[start : len(suffix) if stop < 0 else stop]
-        if self.shift:
-            more = "\n".join(_dedent(more.split("\n"), self.shift))
         return 0 if error_line(source + more, self.nested) == 0 else line
 
     def names_missing(self, text: str) -> list[str]:
@@ -424,14 +423,14 @@ def mended(text: str, prefix: str, suffix: str, win: Window) -> tuple[str, str] 
 def repair(text: str, prefix: str, suffix: str, win: Window, others, sample) -> tuple[str, str]:
     """What to show instead of ``text``, an answer the compiler blamed, and the verdict. In order: the
     answer at another indentation that compiles (at a blank line); its longest run of first lines that
-    compiles (a block). Then, only where the compiler's blame is to be trusted (``Window.strict``: the
-    window is clean, or only the line being typed is unfinished): at a blank line (a line to write:
-    the user just pressed Enter), the first sampled answer (``others``, else ``sample()``: model
-    calls) that compiles as it is, re-indented or shortened; failing that, nothing. Mid-line no
-    samples are drawn (alternatives the user asked for are still tried): a typed partial name
-    compiles, so the window is often clean while the user types a line, and samples on many keystrokes
-    would make them miss the next key. Elsewhere ``text`` as it was (the user is in the middle of an
-    edit the compiler cannot judge)."""
+    compiles (a block); the line finished (``closed``). Then, only where the compiler's blame is to be
+    trusted (``Window.strict``: the window is clean, or only the line being typed is unfinished): at a
+    blank line (a line to write: the user just pressed Enter), the first sampled answer (``others``,
+    else ``sample()``: model calls) that compiles as it is, re-indented or shortened; failing that,
+    nothing. Mid-line no samples are drawn (alternatives the user asked for are still tried): a typed
+    partial name compiles, so the window is often clean while the user types a line, and samples on
+    many keystrokes would make them miss the next key. Elsewhere ``text`` as it was (the user is in
+    the middle of an edit the compiler cannot judge)."""
     fixed = mended(text, prefix, suffix, win)
     if fixed is not None:
         return fixed
