@@ -175,7 +175,7 @@ def test_drafts_never_come_from_secret_or_ignored_files_and_the_typing_cache_giv
         assert draft is None and "prod/api" not in got, (got, draft)
         got, draft = await ask(2, len("    session = db_pool.acq"))  # the control: a file indexed as usual
         assert field(draft, "source") == "workspace" and got.startswith("uire(timeout=30"), (got, draft)
-        s.insert(uri, 2, len("    session = db_pool.acq"), ")")  # the text after the cursor changes
+        s.insert(uri, 2, len("    session = db_pool.acq"), " + 1")  # the text after the cursor changes
         _, draft = await ask(2, len("    session = db_pool.acq"))
         assert field(draft, "source") == "typing-cache", draft  # the answer shown a moment ago, verified
         await s.stop()
