@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .names_check import MAX_DOCUMENT, may_be_unbound, unbound_names
+from .postprocess import CLOSERS
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
 SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
@@ -350,7 +351,7 @@ def shortened(text: str) -> list[str]:
     return ["\n".join(lines[:n]) for n in range(len(lines) - 1, 0, -1) if lines[n - 1].strip()]
 
 
-CLOSERS = {"(": ")", "[": "]", "{": "}"}
+CLOSING = {opener: closer for closer, opener in CLOSERS.items()}  # "(" -> ")"
 
 
 def closed(text: str, prefix: str) -> list[str]:
@@ -370,9 +371,9 @@ def closed(text: str, prefix: str) -> list[str]:
             quote = ch
         elif ch == "#":
             return []
+        elif ch in CLOSING:
+            stack.append(CLOSING[ch])
         elif ch in CLOSERS:
-            stack.append(CLOSERS[ch])
-        elif ch in ")]}":
             if not stack or stack.pop() != ch:
                 return []
     if quote:

@@ -52,13 +52,13 @@ def main() -> None:
                 continue
             indent = len(line) - len(line.lstrip())
             t0 = time.perf_counter()
-            verdict = judge(window(text[: starts[k] + indent], text[starts[k] + len(line) :]), line[indent:])
+            win = window(text[: starts[k] + indent], text[starts[k] + len(line) :])
+            verdict = judge(win, line[indent:])
             seconds += time.perf_counter() - t0
             judged += 1
             if verdict == BLAMED:
                 blamed.append(f"{path}:{k + 1}: {line.strip()[:80]}")
-            broken = judge(window(text[: starts[k] + indent], text[starts[k] + len(line) :]), line[indent:] + " (")
-            passed += broken != BLAMED
+            passed += judge(win, line[indent:] + " (") != BLAMED
     print(
         f"lines judged {judged}, blamed {len(blamed)} ({len(blamed) / max(judged, 1):.2%}), "
         f"{seconds / max(judged, 1) * 1e3:.3f} ms per judgement (window and verdict); "
