@@ -57,7 +57,8 @@ class Window:
     before: str
     after: str
     shift: int = 0
-    # At a blank cursor line: ``pass`` where a line would go (the body a ``for ...:`` still lacks).
+    # At a blank cursor line: ``pass`` where a line would go (the body a ``for ...:`` still lacks), or
+    # ``if True:`` where the next line is indented deeper (see ``_placeholder``).
     placeholder: str = ""
     # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
     # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
@@ -244,10 +245,7 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
         end = min(len(after_lines), SCAN_LINES)
     rest = after_lines[:end]
     after = "\n".join(rest[:1] + _dedent(rest[1:], shift)) + ("\n" if end < len(after_lines) else "")
-    placeholder = ""
-    if not typed.strip() and "\t" not in typed:
-        level = indent_levels(prefix, suffix)[0]
-        placeholder = " " * max(0, level - len(typed)) + "pass"
+    placeholder = _placeholder(typed, prefix, suffix, after_lines[:end])
     outside = None
     inside_before = len("\n".join(body))
     if whole and len(document[0]) + len(document[1]) <= MAX_DOCUMENT:
@@ -256,6 +254,22 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
     ahead = (prefix, len(prefix) - inside_before) if len(document[0]) <= SCAN_CHARS else ("", 0)
     beyond = (suffix, end) if end < len(after_lines) else ("", 0)
     return Window(before, after, shift, placeholder, outside, ahead, beyond)
+
+
+def _placeholder(typed: str, prefix: str, suffix: str, rest: list[str]) -> str:
+    """What stands for a line at a blank cursor line (``rest``: the window's lines from the cursor's
+    on): ``pass`` at the likeliest level, or ``if True:`` where the next code line is indented deeper
+    (the line to write is a block's header: a hole where a ``for ...:`` was). At column 0 of a line
+    that holds code, the line to write ends with a line break (the code stays the next line); "" where
+    the cursor follows text or tabs."""
+    if typed.strip() or "\t" in typed:
+        return ""
+    if rest[0].strip() and typed:
+        return ""  # in the indentation of a line of code: what goes there is not a line of its own
+    level = indent_levels(prefix, suffix)[0]
+    nxt = next((_indent(ln) for ln in rest[1:] if ln.strip()), -1) if not rest[0].strip() else _indent(rest[0])
+    line = " " * max(0, level - len(typed)) + ("if True:" if nxt > level else "pass")
+    return line + "\n" if rest[0].strip() else line
 
 
 def error_line(source: str, nested: bool = False) -> int:
@@ -311,11 +325,15 @@ def is_python(language: str | None) -> bool:
 
 def indent_levels(prefix: str, suffix: str) -> list[int]:
     """Where a line written at a blank cursor line plausibly starts, likeliest first: the body of the
-    line before when it ends with a colon, else that line's level; the next line's level; then each
+    line before when it ends with a colon, else that line's level; the next line's level (at column 0,
+    the rest of the cursor's line is the next line); then each
     shallower level the lines before use (a dedent)."""
     lines = prefix[-SCAN_CHARS:].split("\n")[-SCAN_LINES:-1]
     prev = next((ln for ln in reversed(lines) if ln.strip()), "")
-    nxt = next((ln for ln in suffix[:SCAN_CHARS].split("\n")[1:SCAN_LINES] if ln.strip()), None)
+    after = suffix[:SCAN_CHARS].split("\n")[:SCAN_LINES]
+    typed = prefix[prefix.rfind("\n") + 1 :]
+    after[0] = "" if typed else after[0]  # at column 0 the rest of the cursor's line is the next line
+    nxt = next((ln for ln in after if ln.strip()), None)
     seen = sorted({_indent(ln) for ln in lines if ln.strip()})
     unit = next((n for n in seen if n > 0), 4)
     levels = [_indent(prev) + unit if prev.rstrip().endswith(":") else _indent(prev)]

@@ -259,6 +259,32 @@ def test_repair_order_and_withholding():
     )
 
 
+def test_a_hole_where_a_block_header_was_is_judged():
+    # The body after the cursor is indented deeper: the line to write is a header (``for ...:``), so the
+    # window compiles with ``if True:`` in its place and the compiler can judge any answer there.
+    prefix, suffix = "def f(a):\n    total = 0\n", "\n        total += x\n    return total\n"
+    win = window(prefix, suffix)
+    assert error_line(win.source("")) != 0 and win.clean
+    assert judge(win, "    for x in a:") == OK
+    assert judge(win, "    else:") == BLAMED
+    never = lambda: pytest.fail("sampled although a cheaper repair worked")  # noqa: E731
+    assert repair("    else:", prefix, suffix, win, (), lambda: ["    try:"]) == ("", "withheld")
+    assert repair("    else:", prefix, suffix, win, ["    for x in a:"], never) == ("    for x in a:", "replaced")
+    # At column 0 of a line that holds code (a hole whose answer carries its own line break, as
+    # HumanEval-Infilling cuts them), the line to write ends with a line break.
+    prefix, suffix = "def f(a):\n    total = 0\n", "        total += x\n    return total\n"
+    win = window(prefix, suffix)
+    assert win.clean
+    assert judge(win, "    for x in a:\n") == OK
+    assert judge(win, "    x = 1\n") == BLAMED
+    body = window("def f(a):\n    for x in a:\n", "        pass\n    return a\n")
+    assert judge(body, "        print(x)\n") == OK
+    assert indent_levels("def f(a):\n    for x in a:\n", "        pass\n")[:1] == [8]
+    # In the indentation of a line of code, nothing stands in for a line.
+    inside = window("def f(a):\n    total = 0\n    ", "total += x\n    return total\n")
+    assert inside.placeholder == ""
+
+
 def test_an_answer_blamed_on_the_line_being_typed_is_withheld():
     # The typed part of the line does not compile, but only at or after the cursor (``if `` before
     # ``]``): the line is unfinished, and an answer the compiler blames there is wrong, not the victim
