@@ -25,6 +25,7 @@ from .names_check import MAX_DOCUMENT, may_be_unbound, unbound_names
 from .postprocess import CLOSERS
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
+STATEMENT_LINES = 20  # how far back an unclosed bracket may open the statement being typed
 SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
 # Lines at column 0 that go on a statement rather than start one.
 CONTINUES = ("else", "elif", "except", "finally")
@@ -171,14 +172,32 @@ class Window:
 
     @cached_property
     def unfinished(self) -> bool:
-        """Whether the window without an answer fails first on the line being typed, at or after the
-        cursor (``if `` before ``]``): that line is unfinished, and a right answer finishes it, so an
-        answer the compiler blames on its own lines is wrong there too (see ``strict``)."""
+        """Whether the line being typed is unfinished: the window without an answer fails first on it, at
+        or after the cursor (``if `` before ``]``), or compiles once the strings and brackets left open
+        before the cursor are closed, with or without a colon, or only its string (the statement goes on
+        below), with or without a comma (``return f(a, `` or ``elif x == 'EN``; ``retrun x`` is the
+        user's). Not in a triple-quoted string: a docstring's line may go on to the next. A right
+        answer finishes that line, so an answer the compiler blames on its own lines is wrong there too
+        (see ``strict``)."""
         cursor = self.before[self.before.rfind("\n") + 1 :]
         if not cursor.strip():
             return False
         line, column = self._bare_error
-        return line == self.before.count("\n") + 1 and column > len(cursor)
+        here = self.before.count("\n") + 1
+        if line == here and column > len(cursor):
+            return True
+        if line <= 0 or line < here - STATEMENT_LINES:
+            return False
+        # Finished, does the window compile? (Its strings and brackets closed, from the error's line if
+        # it lies before the cursor's: a bracket that was never closed is blamed on its own line.)
+        left = still_open("\n".join(self.before.split("\n")[min(line, here) - 1 :]))
+        if left is None:
+            return False
+        quote, closers = left
+        if len(quote) == 3:
+            return False  # in a triple-quoted string (a docstring): the answer may go on below
+        endings = dict.fromkeys((quote + closers, quote + closers + ":", quote, quote + ","))
+        return any(error_line(self.source(ending), self.nested) == 0 for ending in endings if ending)
 
     @cached_property
     def _bare_error(self) -> tuple[int, int]:  # ``error_at`` of the window without an answer
@@ -372,31 +391,53 @@ def shortened(text: str) -> list[str]:
 CLOSING = {opener: closer for closer, opener in CLOSERS.items()}  # "(" -> ")"
 
 
-def closed(text: str, prefix: str) -> list[str]:
-    """A one-line answer finished: the brackets the line leaves open closed, a colon added, or both
-    (not one of punctuation alone: ``(`` made ``()`` says nothing). Strings are skipped roughly (a
-    quote opens until the same quote; no escapes across lines)."""
-    if "\n" in text or not any(c.isalnum() for c in text):
-        return []
-    line = prefix[prefix.rfind("\n") + 1 :] + text
+def still_open(code: str) -> tuple[str, str] | None:
+    """The string quote (``"``, ``'''``...; "" if none) and the brackets, innermost first, that
+    ``code`` leaves open; None where it closes a bracket it did not open or ends in a comment. Roughly
+    Python's rules: prefixes are not looked at (an f-string's braces are text), a backslash escapes."""
     stack: list[str] = []
     quote = ""
-    for i, ch in enumerate(line):
+    i, n = 0, len(code)
+    while i < n:
+        ch = code[i]
         if quote:
-            if ch == quote and line[i - 1] != "\\":
+            if ch == "\\":
+                i += 2
+                continue
+            if code.startswith(quote, i):
+                i += len(quote)
                 quote = ""
+                continue
+            if ch == "\n" and len(quote) == 1:
+                return None  # a one-quote string does not go on to the next line
         elif ch in "'\"":
-            quote = ch
+            quote = code[i : i + 3] if code.startswith(ch * 3, i) else ch
+            i += len(quote)
+            continue
         elif ch == "#":
-            return []
+            end = code.find("\n", i)
+            if end < 0:
+                return None
+            i = end
+            continue
         elif ch in CLOSING:
             stack.append(CLOSING[ch])
         elif ch in CLOSERS:
             if not stack or stack.pop() != ch:
-                return []
-    if quote:
+                return None
+        i += 1
+    return quote, "".join(reversed(stack))
+
+
+def closed(text: str, prefix: str) -> list[str]:
+    """A one-line answer finished: the brackets the line leaves open closed, a colon added, or both
+    (not one of punctuation alone: ``(`` made ``()`` says nothing); not inside a string or a comment."""
+    if "\n" in text or not any(c.isalnum() for c in text):
         return []
-    closers = "".join(reversed(stack))
+    left = still_open(prefix[prefix.rfind("\n") + 1 :] + text)
+    if left is None or left[0]:
+        return []
+    closers = left[1]
     tail = text.rstrip()
     out = [tail + closers] if closers else []
     if not tail.endswith(":"):

@@ -24,6 +24,7 @@ from celeris_complete.syntax_check import (
     reindentations,
     repair,
     shortened,
+    still_open,
     window,
 )
 
@@ -234,10 +235,16 @@ def test_repair_order_and_withholding():
     clean = window(clean_prefix, suffix)
     assert repair("    (", clean_prefix, suffix, clean, (), lambda: ["    ]"]) == ("", "withheld")
     assert repair("    (", clean_prefix, suffix, clean, ["    b += 1"], never) == ("    b += 1", "replaced")
-    # Mid-line in a window that does not compile: no samples, the answer stays.
+    # Mid-line where the call being typed is all that breaks the window: a blamed answer is withheld,
+    # unsampled; where the window is broken before it (a typo the user left), the answer stays.
     mid_prefix = "def f(a):\n    x = foo(a, "
     mid = window(mid_prefix, "\n    return a\n")
-    assert repair("b))", mid_prefix, "\n    return a\n", mid, (), never) == ("b))", "kept")
+    assert mid.unfinished and not mid.clean
+    assert repair("b))", mid_prefix, "\n    return a\n", mid, (), never) == ("", "withheld")
+    typo_prefix = "def f(a):\n    y = = 1\n    x = foo(a, "
+    typo = window(typo_prefix, "\n    return a\n")
+    assert not typo.unfinished
+    assert repair("b))", typo_prefix, "\n    return a\n", typo, (), never) == ("b))", "kept")
     # Mid-line where the typed part compiles (a partial name): a broken answer is withheld, unsampled;
     # alternatives the user asked for are still tried.
     typed = "def f(a):\n    x = fo"
@@ -299,6 +306,19 @@ def test_an_answer_blamed_on_the_line_being_typed_is_withheld():
     typo = "def f(a):\n    retrun a"
     assert not window(typo, "\n").unfinished
     assert check(" +", typo, "\n", sample=never)[:2] == (" +", "kept")
+    # Unfinished before the cursor: a string or a bracket left open (here or lines above, the statement
+    # still being typed), which a right answer closes.
+    body = "\n        return 1\n    return 2\n"
+    string = "def f(u):\n    if u:\n        pass\n    elif u == 'EN"
+    assert window(string, body).unfinished
+    assert check("D':", string, body, sample=never)[:2] == ("D':", "ok")
+    assert check("D' +", string, body, sample=never)[:2] == ("", "withheld")
+    call = "def f(a):\n    x = foo(\n        a,\n        b, "
+    assert window(call, "\n    return x\n").unfinished
+    assert check("a)", call, "\n    return x\n", sample=never)[:2] == ("a)", "ok")
+    assert check("a))", call, "\n    return x\n", sample=never)[:2] == ("", "withheld")
+    assert still_open("x = f(a, [1, 'a(b'") == ("", "])") and still_open('s = """a\n b') == ('"""', "")
+    assert still_open("a)") is None and still_open("x = 1  # (") is None
 
 
 def test_is_python():
