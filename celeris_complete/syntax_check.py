@@ -29,6 +29,7 @@ STATEMENT_LINES = 20  # how far back an unclosed bracket may open the statement 
 SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
 # Lines at column 0 that go on a statement rather than start one.
 CONTINUES = ("else", "elif", "except", "finally")
+MAX_HEADERS = 16  # columns of stand-in block headers at most (deeper: a continuation line, not a body)
 
 OK, BLAMED, ELSEWHERE = "ok", "blamed", "elsewhere"
 NONLOCAL = re.compile(r"\bnonlocal\b")
@@ -59,7 +60,7 @@ class Window:
     after: str
     shift: int = 0
     # At a blank cursor line: ``pass`` where a line would go (the body a ``for ...:`` still lacks), or
-    # ``if True:`` where the next line is indented deeper (see ``_placeholder``).
+    # block headers where the next line is indented deeper (see ``_placeholder``).
     placeholder: str = ""
     # For the names check (names_check.py): the document around the window, (prefix, end, suffix,
     # start) with the window between prefix[end:] and suffix[:start]; None: the document is not whole.
@@ -276,19 +277,31 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
 
 
 def _placeholder(typed: str, prefix: str, suffix: str, rest: list[str]) -> str:
-    """What stands for a line at a blank cursor line (``rest``: the window's lines from the cursor's
-    on): ``pass`` at the likeliest level, or ``if True:`` where the next code line is indented deeper
-    (the line to write is a block's header: a hole where a ``for ...:`` was). At column 0 of a line
-    that holds code, the line to write ends with a line break (the code stays the next line); "" where
-    the cursor follows text or tabs."""
+    """What stands for the code to write at a blank cursor line (``rest``: the window's lines from the
+    cursor's on; like an answer, in the document's columns, not the window's). ``pass`` at the likeliest level; where
+    the next code line is indented deeper, block headers (``if True:``) at every column from that level
+    to the next line's (a hole where a ``for ...:`` was, and the lines of its body a block may have
+    removed: whatever level the code after it dedents to has a header); where the next line goes on a
+    statement (``elif``, ``except``...), that statement's start (``if True:`` or ``try:``, with a
+    body). At column 0 of a line that holds code, the stand-in ends with a line break (the code stays
+    the next line); "" where the cursor follows text or tabs."""
     if typed.strip() or "\t" in typed:
         return ""
     if rest[0].strip() and typed:
         return ""  # in the indentation of a line of code: what goes there is not a line of its own
     level = indent_levels(prefix, suffix)[0]
-    nxt = next((_indent(ln) for ln in rest[1:] if ln.strip()), -1) if not rest[0].strip() else _indent(rest[0])
-    line = " " * max(0, level - len(typed)) + ("if True:" if nxt > level else "pass")
-    return line + "\n" if rest[0].strip() else line
+    code = rest[0] if rest[0].strip() else next((ln for ln in rest[1:] if ln.strip()), "")
+    nxt = _indent(code) if code else -1
+    word = code.split(None, 1)[0].rstrip(":") if code else ""
+    level = max(level, len(typed))  # the first line starts at the cursor at the least
+    lines = [(col, "if True:") for col in range(level, nxt if nxt - level <= MAX_HEADERS else level)]
+    if word in CONTINUES and nxt >= level:
+        lines += [(nxt, "try:" if word in ("except", "finally") else "if True:"), (nxt + 1, "pass")]
+    if not lines:
+        lines = [(level, "pass")]
+    first, *more = lines
+    text = "\n".join([" " * (first[0] - len(typed)) + first[1]] + [" " * c + t for c, t in more])
+    return text + "\n" if rest[0].strip() else text
 
 
 def error_line(source: str, nested: bool = False) -> int:

@@ -3,13 +3,13 @@
 #   scripts/eval_candidate.sh RUN OUT [BASELINE]
 # RUN: the candidate's model directory; OUT: where its figures go; BASELINE: a directory holding the
 # shipped model's humaneval-single.json, humaneval-multi.json and seed0.json (default: the newest
-# measured, results/header_placeholder). HumanEval single-line runs first; the slower benchmarks run only when
+# measured, results/block_holes). HumanEval single-line runs first; the slower benchmarks run only when
 # the candidate beats the shipped model there (the rule for replacing models/default needs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."  # the repository
 RUN=${1:?usage: scripts/eval_candidate.sh RUN OUT [BASELINE]}
 OUT=${2:?usage: scripts/eval_candidate.sh RUN OUT [BASELINE]}
-BASE=${3:-results/header_placeholder}
+BASE=${3:-results/block_holes}
 export CELERIS_THREADS=${CELERIS_THREADS:-1}  # beside a training run; more threads stall both
 mkdir -p "$OUT"
 compare() {  # compare SET CANDIDATE.json SHIPPED.json: print the figures; status 3 when pass@1 is not higher

@@ -266,7 +266,7 @@ def test_repair_order_and_withholding():
     )
 
 
-def test_a_hole_where_a_block_header_was_is_judged():
+def test_a_hole_where_a_block_header_was_is_judged():  # and a block's lines with it
     # The body after the cursor is indented deeper: the line to write is a header (``for ...:``), so the
     # window compiles with ``if True:`` in its place and the compiler can judge any answer there.
     prefix, suffix = "def f(a):\n    total = 0\n", "\n        total += x\n    return total\n"
@@ -287,6 +287,21 @@ def test_a_hole_where_a_block_header_was_is_judged():
     body = window("def f(a):\n    for x in a:\n", "        pass\n    return a\n")
     assert judge(body, "        print(x)\n") == OK
     assert indent_levels("def f(a):\n    for x in a:\n", "        pass\n")[:1] == [8]
+    # A block removed with its header and the start of its body: the code after it is two levels in,
+    # then dedents to one; or it goes on with ``elif``: a header or statement start stands in for each.
+    prefix = "def f(a):\n    n = 0\n"
+    deep = "            n += x\n        n -= 1\n    return n\n"
+    win = window(prefix, deep)
+    assert error_line(win.source("")) != 0 and win.clean
+    assert judge(win, "    for x in a:\n") == BLAMED  # one header is not enough
+    assert judge(win, "    for x in a:\n        if x:\n") == OK
+    prefix = "def f(a):\n    for x in a:\n"
+    goes_on = "        elif x:\n            a = 2\n    return a\n"
+    assert window(prefix, goes_on).clean and judge(window(prefix, goes_on), "        if a:\n            a = 1\n") == OK
+    # In a method (the window dedented), the stand-in is in the document's columns, as an answer is.
+    prefix = "class A:\n    def f(self, a):\n        n = 0\n"
+    method = "                n += 1\n            n -= 1\n        return n\n"
+    assert window(prefix, method).clean
     # In the indentation of a line of code, nothing stands in for a line.
     inside = window("def f(a):\n    total = 0\n    ", "total += x\n    return total\n")
     assert inside.placeholder == ""
