@@ -25,6 +25,7 @@ from .names_check import MAX_DOCUMENT, may_be_unbound, unbound_names
 from .postprocess import CLOSERS
 
 SCAN_LINES = 400  # how far the window may reach on either side of the cursor
+BIG_WINDOW = 20_000  # characters of a window above which the line being typed gets one ending tried
 STATEMENT_LINES = 20  # how far back an unclosed bracket may open the statement being typed
 SCAN_CHARS = 100 * SCAN_LINES  # the text looked at for them (a whole 50 MB file is never split into lines)
 # Lines at column 0 that go on a statement rather than start one.
@@ -38,6 +39,11 @@ PARSE_LOCK = threading.Lock()
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
+
+
+def _is_code(line: str) -> bool:  # not blank, not a comment (a comment's indentation says nothing)
+    stripped = line.lstrip()
+    return bool(stripped) and stripped[0] != "#"
 
 
 def _starts_statement(line: str) -> bool:
@@ -189,16 +195,19 @@ class Window:
             return True
         if line <= 0 or line < here - STATEMENT_LINES:
             return False
-        # Finished, does the window compile? (Its strings and brackets closed, from the error's line if
-        # it lies before the cursor's: a bracket that was never closed is blamed on its own line.)
+        # Finished, does the window compile? Its strings and brackets are found from the error's line if
+        # that lies before the cursor's (the compiler blames a bracket never closed on its own line),
+        # else from the cursor's line (an error below it is what the open line swallowed).
         left = still_open("\n".join(self.before.split("\n")[min(line, here) - 1 :]))
         if left is None:
             return False
         quote, closers = left
         if len(quote) == 3:
             return False  # in a triple-quoted string (a docstring): the answer may go on below
-        endings = dict.fromkeys((quote + closers, quote + closers + ":", quote, quote + ","))
-        return any(error_line(self.source(ending), self.nested) == 0 for ending in endings if ending)
+        endings = [quote + closers, quote + closers + ":", quote, quote + ","]
+        if len(self.before) + len(self.after) > BIG_WINDOW:  # a compile costs milliseconds: one try
+            endings = endings[:1]
+        return any(error_line(self.source(ending), self.nested) == 0 for ending in dict.fromkeys(endings) if ending)
 
     @cached_property
     def _bare_error(self) -> tuple[int, int]:  # ``error_at`` of the window without an answer
@@ -207,16 +216,29 @@ class Window:
     @property
     def strict(self) -> bool:
         """Whether an answer blamed on its own lines is wrong, not the victim of an edit the compiler
-        cannot judge: the window is ``clean`` or only the line being typed is ``unfinished``."""
-        return self.clean or self.unfinished
+        cannot judge: the window is ``clean`` or ``headed``, or only the line being typed is
+        ``unfinished``."""
+        return self.clean or self.headed or self.unfinished
 
     @cached_property
     def clean(self) -> bool:
-        """Whether the window compiles without an answer, or with ``placeholder``: then the compiler can
-        judge any answer, wherever its error lies."""
+        """Whether the window compiles without an answer, or with a ``pass`` ``placeholder``: then the
+        compiler can judge any answer, wherever its error lies."""
         if self._bare_error[0] == 0:
             return True
-        return bool(self.placeholder) and error_line(self.source(self.placeholder), self.nested) == 0
+        return self.placeholder.strip() == "pass" and self._fits_placeholder
+
+    @cached_property
+    def headed(self) -> bool:
+        """Whether the window compiles with a ``placeholder`` of block headers (the next line is indented
+        deeper, or goes on with ``elif``...): a hole where a header was, or the user's own stray indent
+        below, which look the same. So an error in the answer's own lines is the answer's, but one
+        below it (the code after an answer that is not a header) is not judged."""
+        return self._bare_error[0] != 0 and self.placeholder.strip() not in ("", "pass") and self._fits_placeholder
+
+    @cached_property
+    def _fits_placeholder(self) -> bool:
+        return error_line(self.source(self.placeholder), self.nested) == 0
 
     def source(self, text: str) -> str:
         if self.shift and "\n" in text:
@@ -277,8 +299,9 @@ def window(prefix: str, suffix: str, whole: bool = True) -> Window:
 
 
 def _placeholder(typed: str, prefix: str, suffix: str, rest: list[str]) -> str:
-    """What stands for the code to write at a blank cursor line (``rest``: the window's lines from the
-    cursor's on; like an answer, in the document's columns, not the window's). ``pass`` at the likeliest level; where
+    """What stands for the code to write at a blank cursor line (``rest``: the document's lines from
+    the cursor's to the window's end). Like an answer, it is in the document's columns, not the
+    window's (``Window.source`` dedents it). ``pass`` at the likeliest level; where
     the next code line is indented deeper, block headers (``if True:``) at every column from that level
     to the next line's (a hole where a ``for ...:`` was, and the lines of its body a block may have
     removed: whatever level the code after it dedents to has a header); where the next line goes on a
@@ -290,7 +313,7 @@ def _placeholder(typed: str, prefix: str, suffix: str, rest: list[str]) -> str:
     if rest[0].strip() and typed:
         return ""  # in the indentation of a line of code: what goes there is not a line of its own
     level = indent_levels(prefix, suffix)[0]
-    code = rest[0] if rest[0].strip() else next((ln for ln in rest[1:] if ln.strip()), "")
+    code = rest[0] if rest[0].strip() else next((ln for ln in rest[1:] if _is_code(ln)), "")
     nxt = _indent(code) if code else -1
     word = code.split(None, 1)[0].rstrip(":") if code else ""
     level = max(level, len(typed))  # the first line starts at the cursor at the least
@@ -336,7 +359,8 @@ def judge(win: Window, text: str) -> str:
     """``OK`` when the window compiles with ``text`` and every name ``text`` uses could be bound
     (names_check.py; else ``BLAMED``); ``BLAMED`` when it does not compile and the error lies in
     the lines ``text`` spans, or anywhere when the window is clean (``Window.clean``: an answer that
-    makes the next line an unexpected indent); ``ELSEWHERE`` otherwise (the window is broken whatever the
+    makes the next line an unexpected indent); ``ELSEWHERE`` otherwise (also below the answer in a
+    ``Window.headed`` window) (the window is broken whatever the
     answer: the user is in the middle of an edit)."""
     line = win.error_line(text)
     if line == 0:
@@ -365,7 +389,7 @@ def indent_levels(prefix: str, suffix: str) -> list[int]:
     after = suffix[:SCAN_CHARS].split("\n")[:SCAN_LINES]
     typed = prefix[prefix.rfind("\n") + 1 :]
     after[0] = "" if typed else after[0]  # at column 0 the rest of the cursor's line is the next line
-    nxt = next((ln for ln in after if ln.strip()), None)
+    nxt = next((ln for ln in after if _is_code(ln)), None)
     seen = sorted({_indent(ln) for ln in lines if ln.strip()})
     unit = next((n for n in seen if n > 0), 4)
     levels = [_indent(prev) + unit if prev.rstrip().endswith(":") else _indent(prev)]
@@ -406,8 +430,9 @@ CLOSING = {opener: closer for closer, opener in CLOSERS.items()}  # "(" -> ")"
 
 def still_open(code: str) -> tuple[str, str] | None:
     """The string quote (``"``, ``'''``...; "" if none) and the brackets, innermost first, that
-    ``code`` leaves open; None where it closes a bracket it did not open or ends in a comment. Roughly
-    Python's rules: prefixes are not looked at (an f-string's braces are text), a backslash escapes."""
+    ``code`` leaves open; None where it closes a bracket it did not open, ends in a comment, or breaks
+    a one-quote string's line. Roughly Python's rules: prefixes are not looked at (an f-string's braces
+    are text); in a string a backslash escapes the next character (or line break)."""
     stack: list[str] = []
     quote = ""
     i, n = 0, len(code)
@@ -415,7 +440,7 @@ def still_open(code: str) -> tuple[str, str] | None:
         ch = code[i]
         if quote:
             if ch == "\\":
-                i += 2
+                i += 3 if code.startswith("\r\n", i + 1) else 2
                 continue
             if code.startswith(quote, i):
                 i += len(quote)

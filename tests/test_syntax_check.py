@@ -268,40 +268,49 @@ def test_repair_order_and_withholding():
 
 def test_a_hole_where_a_block_header_was_is_judged():  # and a block's lines with it
     # The body after the cursor is indented deeper: the line to write is a header (``for ...:``), so the
-    # window compiles with ``if True:`` in its place and the compiler can judge any answer there.
+    # window compiles with ``if True:`` in its place ("headed") and an answer whose own line does not
+    # compile is blamed there. An error below the answer is not: a stray indent the user left below
+    # looks the same as a removed header.
     prefix, suffix = "def f(a):\n    total = 0\n", "\n        total += x\n    return total\n"
     win = window(prefix, suffix)
-    assert error_line(win.source("")) != 0 and win.clean
+    assert error_line(win.source("")) != 0 and win.headed and not win.clean and win.strict
     assert judge(win, "    for x in a:") == OK
-    assert judge(win, "    else:") == BLAMED
+    assert judge(win, "    else") == BLAMED
+    assert judge(win, "    x = 1") == ELSEWHERE
     never = lambda: pytest.fail("sampled although a cheaper repair worked")  # noqa: E731
-    assert repair("    else:", prefix, suffix, win, (), lambda: ["    try:"]) == ("", "withheld")
-    assert repair("    else:", prefix, suffix, win, ["    for x in a:"], never) == ("    for x in a:", "replaced")
+    assert repair("    else", prefix, suffix, win, (), lambda: ["    try:"]) == ("", "withheld")
+    assert repair("    else", prefix, suffix, win, ["    for x in a:"], never) == ("    for x in a:", "replaced")
+    stray = ("def f(a):\n    x = 1\n", "\n        y = 2\n    return y\n")
+    assert check("    z = 3", *stray, sample=never)[:2] == ("    z = 3", "elsewhere")
     # At column 0 of a line that holds code (a hole whose answer carries its own line break, as
     # HumanEval-Infilling cuts them), the line to write ends with a line break.
     prefix, suffix = "def f(a):\n    total = 0\n", "        total += x\n    return total\n"
     win = window(prefix, suffix)
-    assert win.clean
+    assert win.headed
     assert judge(win, "    for x in a:\n") == OK
-    assert judge(win, "    x = 1\n") == BLAMED
+    assert judge(win, "    x = (\n") == BLAMED
     body = window("def f(a):\n    for x in a:\n", "        pass\n    return a\n")
-    assert judge(body, "        print(x)\n") == OK
+    assert body.clean and judge(body, "        print(x)\n") == OK and judge(body, "    print(x)\n") == BLAMED
     assert indent_levels("def f(a):\n    for x in a:\n", "        pass\n")[:1] == [8]
     # A block removed with its header and the start of its body: the code after it is two levels in,
     # then dedents to one; or it goes on with ``elif``: a header or statement start stands in for each.
     prefix = "def f(a):\n    n = 0\n"
     deep = "            n += x\n        n -= 1\n    return n\n"
     win = window(prefix, deep)
-    assert error_line(win.source("")) != 0 and win.clean
-    assert judge(win, "    for x in a:\n") == BLAMED  # one header is not enough
+    assert error_line(win.source("")) != 0 and win.headed
+    assert judge(win, "    for x in a:\n") == ELSEWHERE  # one header is not enough, but the error is below
     assert judge(win, "    for x in a:\n        if x:\n") == OK
+    assert judge(win, "    for x in a:\n        if x\n") == BLAMED
     prefix = "def f(a):\n    for x in a:\n"
     goes_on = "        elif x:\n            a = 2\n    return a\n"
-    assert window(prefix, goes_on).clean and judge(window(prefix, goes_on), "        if a:\n            a = 1\n") == OK
+    assert window(prefix, goes_on).headed and judge(window(prefix, goes_on), "        if a:\n            a = 1\n") == OK
     # In a method (the window dedented), the stand-in is in the document's columns, as an answer is.
     prefix = "class A:\n    def f(self, a):\n        n = 0\n"
     method = "                n += 1\n            n -= 1\n        return n\n"
-    assert window(prefix, method).clean
+    assert window(prefix, method).headed
+    # A comment's indentation says nothing of the code's: the next code line is the one that counts.
+    commented = window("def f(a):\n    for x in a:\n", "\n                # note\n    return a\n")
+    assert commented.clean
     # In the indentation of a line of code, nothing stands in for a line.
     inside = window("def f(a):\n    total = 0\n    ", "total += x\n    return total\n")
     assert inside.placeholder == ""
@@ -334,6 +343,7 @@ def test_an_answer_blamed_on_the_line_being_typed_is_withheld():
     assert check("a))", call, "\n    return x\n", sample=never)[:2] == ("", "withheld")
     assert still_open("x = f(a, [1, 'a(b'") == ("", "])") and still_open('s = """a\n b') == ('"""', "")
     assert still_open("a)") is None and still_open("x = 1  # (") is None
+    assert still_open("a\r\n'b\\\r\nc") == ("'", "")  # a backslash before a CRLF line break
 
 
 def test_is_python():
