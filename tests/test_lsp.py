@@ -83,16 +83,18 @@ def test_completion_items_replace_the_word_being_typed(tiny_model_dir):
 
 def test_typing_through_the_shown_completion_needs_no_model_call(tiny_model_dir):
     async def scenario():
-        # A high end-of-span penalty keeps the answer non-empty: this test checks the cache, not the model.
+        # A high end-of-span penalty keeps the answer non-empty: this test checks the cache, not the model
+        # (a plain-text document: the compiler's check would withhold a random model's Python answer).
         s = Session(tiny_model_dir, init_options={"mode": "line", "max_chars_after_cursor": 10, "eos_penalty": 20.0})
         await s.start()
-        s.open(URI, "x = compute(\n")
-        first = await s.inline(URI, 0, 12)
+        notes = "file:///project/notes.txt"
+        s.open(notes, "x = compute(\n", language="plaintext")
+        first = await s.inline(notes, 0, 12)
         assert first.items and len(first.items[0].insert_text) >= 2, first
         shown = first.items[0].insert_text
         calls = field(await s.status(), "model_calls")
-        s.insert(URI, 0, 12, shown[0])
-        again = await s.inline(URI, 0, 13)
+        s.insert(notes, 0, 12, shown[0])
+        again = await s.inline(notes, 0, 13)
         assert again.items[0].insert_text == shown[1:]
         assert field(await s.status(), "model_calls") == calls
         await s.stop()
