@@ -312,11 +312,10 @@ def _placeholder(typed: str, prefix: str, suffix: str, rest: list[str]) -> str:
         return ""
     if rest[0].strip() and typed:
         return ""  # in the indentation of a line of code: what goes there is not a line of its own
-    level = indent_levels(prefix, suffix)[0]
+    level = max(indent_levels(prefix, suffix)[0], len(typed))  # the first line starts at the cursor at the least
     code = rest[0] if rest[0].strip() else next((ln for ln in rest[1:] if _is_code(ln)), "")
     nxt = _indent(code) if code else -1
     word = code.split(None, 1)[0].rstrip(":") if code else ""
-    level = max(level, len(typed))  # the first line starts at the cursor at the least
     lines = [(col, "if True:") for col in range(level, nxt if nxt - level <= MAX_HEADERS else level)]
     if word in CONTINUES and nxt >= level:
         lines += [(nxt, "try:" if word in ("except", "finally") else "if True:"), (nxt + 1, "pass")]
@@ -359,9 +358,9 @@ def judge(win: Window, text: str) -> str:
     """``OK`` when the window compiles with ``text`` and every name ``text`` uses could be bound
     (names_check.py; else ``BLAMED``); ``BLAMED`` when it does not compile and the error lies in
     the lines ``text`` spans, or anywhere when the window is clean (``Window.clean``: an answer that
-    makes the next line an unexpected indent); ``ELSEWHERE`` otherwise (also below the answer in a
-    ``Window.headed`` window) (the window is broken whatever the
-    answer: the user is in the middle of an edit)."""
+    makes the next line an unexpected indent); ``ELSEWHERE`` otherwise: the window is broken whatever
+    the answer (the user is in the middle of an edit), or, in a ``Window.headed`` window, the error
+    lies below the answer."""
     line = win.error_line(text)
     if line == 0:
         return BLAMED if win.names_missing(text) else OK
