@@ -1,6 +1,8 @@
 """Which `bench repo` answers were exact because their draft was right: every site's draft computed
 again offline (the same document and workspace as the benchmark's server had: the package without its
-files under test), counted by kind, draft source, draft right or wrong, answer exact or not.
+files under test), counted by kind, draft source, draft right or wrong, answer exact or not; then
+where the right line ranks among the first 20 drafts (the most a perfect choice among drafts could
+find).
 
     .venv/bin/python scripts/drafts_vs_exact.py results/drafts_repo/seed1-after.json
 """
@@ -20,6 +22,7 @@ def main() -> None:
         raise SystemExit(__doc__)
     data = json.loads(open(sys.argv[1], encoding="utf-8").read())
     counts: Counter[tuple] = Counter()
+    ranks: Counter[tuple] = Counter()
     for name, package in data["packages"].items():
         files = python_files(fetch_package(name, dict(PACKAGES)[name]))
         table = LineTable()
@@ -31,12 +34,18 @@ def main() -> None:
             line = lines[r["line"]]
             prefix = "\n".join(lines[: r["line"]] + [line[: r["col"]]])
             suffix = "\n" + "\n".join(lines[r["line"] + 1 :])  # the site's line without its rest, as the bench
-            found = find_drafts(prefix, suffix, table, r["file"], 1)
-            right = bool(found) and found[0].text == r["expected"]
+            found = find_drafts(prefix, suffix, table, r["file"], 20)
+            texts = [d.text for d in found]
+            rank = texts.index(r["expected"]) if r["expected"] in texts else None
+            ranks[(r["kind"], "none of 20" if rank is None else str(rank + 1) if rank < 5 else "6-20")] += 1
+            right = rank == 0
             source = found[0].source if found else "no draft"
             verdict = "draft right" if right else "draft wrong"
             counts[(r["kind"], source, verdict, "exact" if r["exact"] else "not")] += 1
     for key, n in sorted(counts.items()):
+        print(" / ".join(key), n)
+    print("\nthe right line's rank among the drafts:")
+    for key, n in sorted(ranks.items()):
         print(" / ".join(key), n)
 
 
