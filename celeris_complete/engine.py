@@ -34,7 +34,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import at_blank_line, choose_mode, postprocess
-from .syntax_check import BLAMED, Window, check, is_python, judge, mended, window
+from .syntax_check import BLAMED, Window, check, header_drafts, is_python, judge, mended, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -211,7 +211,9 @@ class Engine:
         win = window(prefix, suffix, file_start and file_end) if checked else None  # the compiler's, once for all
         offers, draft_ids, spare = [], None, []
         if s.drafts and settings.temperature == 0 and can.drafts:
-            cheap = (*drafts, *self.previous.drafts(source, prefix))
+            # Where the compiler leaves one header to write (``else:``...), it goes first.
+            headers = [Draft(h, "syntax", 1) for h in header_drafts(win, prefix, suffix)] if win is not None else []
+            cheap = (*headers, *drafts, *self.previous.drafts(source, prefix))
             wanted = max(s.draft_candidates, alternatives)
             found = find_drafts(prefix, suffix, lines, source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap)
             if win is not None:  # a draft the compiler blames is wrong (or uses a name nothing binds): the next one

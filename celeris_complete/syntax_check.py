@@ -34,6 +34,8 @@ MAX_HEADERS = 16  # columns of stand-in block headers at most (deeper: a continu
 
 OK, BLAMED, ELSEWHERE = "ok", "blamed", "elsewhere"
 NONLOCAL = re.compile(r"\bnonlocal\b")
+JUMP = re.compile(r"\b(?:return|raise|break|continue)\b")
+JUMPS = (ast.Return, ast.Raise, ast.Break, ast.Continue)
 PARSE_LOCK = threading.Lock()
 
 
@@ -142,6 +144,31 @@ class Window:
         more = suffix[start : len(suffix) if stop < 0 else stop]
         return 0 if error_line(source + more, self.nested) == 0 else line
 
+    def unreachable_below(self, text: str) -> bool:
+        """Whether ``text``'s last code line ends a jump (``return``, ``raise``, ``break``, ``continue``)
+        with more statements after it in its block: code left dead. Real code almost never does (one of
+        HumanEval-Infilling's 1,033 single-line holes); a small model often does where a block's
+        ``else:`` was removed. Parsed only when the answer's lines hold a jump's keyword."""
+        source = self.source(text)
+        lines = source.split("\n")
+        first, last = self.answer_lines(text)  # 1-based; the last one holds the rest of the cursor's line
+        if text.endswith("\n"):
+            last -= 1
+        jump = next((n for n in range(last, first - 1, -1) if _is_code(lines[n - 1])), 0)
+        return bool(jump) and _dead_after(source, lines, first, jump)
+
+    @cached_property
+    def dead_at_cursor(self) -> bool:
+        """Whether the code above the cursor's line ends a jump that the code below it would go on after
+        in the same block (the window as it is, at a blank line): where a block's ``else:`` was removed."""
+        source = self.source("")
+        lines = source.split("\n")
+        first = self.answer_lines("")[0]
+        if lines[first - 1].strip():
+            return False
+        jump = next((n for n in range(first - 1, 0, -1) if _is_code(lines[n - 1])), 0)
+        return bool(jump) and _dead_after(source, lines, jump, jump)
+
     def names_missing(self, text: str) -> list[str]:
         """The names ``text`` uses that nothing could bind (names_check.py), where the window compiles
         with it (each text judged once). Parsed only when a name in it is written nowhere else in the
@@ -162,13 +189,8 @@ class Window:
         if not may_be_unbound(text, self.outside, around, self.module_level_def, continues_word):
             return []
         source = self.source(text)
-        try:
-            # One parse at a time: CPython's ast.parse is not safe in parallel threads ("AST constructor
-            # recursion depth mismatch", a SystemError), and the engine's callers may be several threads.
-            with PARSE_LOCK, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(source, "<completion>")
-        except (SyntaxError, ValueError, MemoryError, RecursionError, SystemError):
+        tree = parse(source)
+        if tree is None:
             return []
         answer = source[len(self.before) : len(source) - len(self.after)]  # as placed (dedented)
         first, last = self.answer_lines(text)
@@ -326,6 +348,65 @@ def _placeholder(typed: str, prefix: str, suffix: str, rest: list[str]) -> str:
     return text + "\n" if rest[0].strip() else text
 
 
+def parse(source: str) -> ast.Module | None:
+    """``source``'s syntax tree, or None where it does not parse."""
+    try:
+        # One parse at a time: CPython's ast.parse is not safe in parallel threads ("AST constructor
+        # recursion depth mismatch", a SystemError), and the engine's callers may be several threads.
+        with PARSE_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source, "<completion>")
+    except (SyntaxError, ValueError, MemoryError, RecursionError, SystemError):
+        return None
+
+
+def _dead_after(source: str, lines: list[str], first: int, jump: int) -> bool:
+    """Whether a jump statement ends at line ``jump`` (1-based) of ``source`` with more statements after
+    it in its block; ``lines[first - 1 : jump]`` must hold its keyword (else nothing is parsed)."""
+    if not JUMP.search("\n".join(lines[first - 1 : jump])):
+        return False
+    tree = parse(source)
+    if tree is None:  # compiles only as a string's inside, say: no verdict
+        return False
+    for node in ast.walk(tree):
+        for block in (getattr(node, "body", None), getattr(node, "orelse", None), getattr(node, "finalbody", None)):
+            if isinstance(block, list):
+                for statement in block[:-1]:
+                    if isinstance(statement, JUMPS) and statement.end_lineno == jump:
+                        return True
+    return False
+
+
+EMPTY_HEADERS = ("else:", "try:", "finally:")  # block headers that hold nothing to guess
+
+
+def header_drafts(win: Window, prefix: str, suffix: str) -> list[str]:
+    """At a blank line where the code below needs a block header that holds nothing to guess (``else:``,
+    ``try:``, ``finally:``): the ones that make the window compile and leave no code dead, at the
+    cursor's indentation (or, at column 0, at any level of the lines above that is less deep than the
+    line below), nearest level first. Only where the window needs one: it does not compile as it is (the
+    line below is deeper, or goes on with ``except``), or the code above the cursor ends a jump the
+    code below would go on after. Drafts for the model to verify, as the repository's lines are."""
+    typed = prefix[prefix.rfind("\n") + 1 :]
+    if typed.strip() or suffix[: suffix.find("\n") if "\n" in suffix else len(suffix)].strip():
+        return []
+    if win.error_line("") != 0:
+        headers = ("try:",)  # the code below is deeper: after a block, ``else:`` would be a guess (``if x:``?)
+    elif win.dead_at_cursor:
+        headers = ("else:",)
+    else:
+        return []
+    below = next((ln for ln in suffix.split("\n", SCAN_LINES)[1:SCAN_LINES] if _is_code(ln)), "")
+    deeper = below[: len(below) - len(below.lstrip())]
+    if typed:
+        levels = [""] if len(typed) < len(deeper) else []
+    else:
+        above = prefix.rsplit("\n", SCAN_LINES)[-SCAN_LINES:]
+        indents = {ln[: len(ln) - len(ln.lstrip())] for ln in above if _is_code(ln)}
+        levels = sorted((i for i in indents if len(i) < len(deeper)), key=len, reverse=True)
+    return [level + header for level in levels for header in headers if fits(win, level + header)]
+
+
 def error_line(source: str, nested: bool = False) -> int:
     """0 when ``source`` compiles, else the line of the compiler's syntax error (-1: no line given).
     Compiled, not only parsed: ``return`` or ``break`` outside what allows them are errors too.
@@ -350,20 +431,20 @@ def error_at(source: str, nested: bool = False) -> tuple[int, int]:
 
 
 def fits(win: Window, text: str) -> bool:
-    """The window compiles with ``text`` and every name ``text`` uses could be bound."""
-    return win.error_line(text) == 0 and not win.names_missing(text)
+    """The window compiles with ``text``, every name ``text`` uses could be bound, no code below is dead."""
+    return win.error_line(text) == 0 and not win.names_missing(text) and not win.unreachable_below(text)
 
 
 def judge(win: Window, text: str) -> str:
-    """``OK`` when the window compiles with ``text`` and every name ``text`` uses could be bound
-    (names_check.py; else ``BLAMED``); ``BLAMED`` when it does not compile and the error lies in
-    the lines ``text`` spans, or anywhere when the window is clean (``Window.clean``: an answer that
-    makes the next line an unexpected indent); ``ELSEWHERE`` otherwise: the window is broken whatever
-    the answer (the user is in the middle of an edit), or, in a ``Window.headed`` window, the error
-    lies below the answer."""
+    """``OK`` when the window compiles with ``text``, every name ``text`` uses could be bound
+    (names_check.py) and no code below it is left dead (``Window.unreachable_below``); else
+    ``BLAMED``. ``BLAMED`` when it does not compile and the error lies in the lines ``text`` spans, or
+    anywhere when the window is clean (``Window.clean``: an answer that makes the next line an
+    unexpected indent); ``ELSEWHERE`` otherwise: the window is broken whatever the answer (the user is
+    in the middle of an edit), or, in a ``Window.headed`` window, the error lies below the answer."""
     line = win.error_line(text)
     if line == 0:
-        return BLAMED if win.names_missing(text) else OK
+        return BLAMED if win.names_missing(text) or win.unreachable_below(text) else OK
     first, last = win.answer_lines(text)
     if first <= line <= last:
         return BLAMED

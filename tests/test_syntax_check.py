@@ -18,6 +18,8 @@ from celeris_complete.syntax_check import (
     check,
     closed,
     error_line,
+    fits,
+    header_drafts,
     indent_levels,
     is_python,
     judge,
@@ -83,8 +85,8 @@ def test_an_error_elsewhere_blames_nobody_but_breaking_clean_code_is_blamed():
     clean_prefix, clean_suffix = "def f(a):\n    if a:\n        b = 1\n", "\n    return a\n"
     win = window(clean_prefix, clean_suffix)
     assert error_line(win.source("")) == 0
-    assert judge(win, "    return") == OK
-    assert judge(win, "return") == BLAMED  # compiles alone, breaks the next line's indentation
+    assert judge(win, "    a = b") == OK
+    assert judge(win, "a = b") == BLAMED  # compiles alone, breaks the next line's indentation
 
 
 def test_a_huge_file_is_judged_from_near_the_cursor():
@@ -314,6 +316,70 @@ def test_a_hole_where_a_block_header_was_is_judged():  # and a block's lines wit
     # In the indentation of a line of code, nothing stands in for a line.
     inside = window("def f(a):\n    total = 0\n    ", "total += x\n    return total\n")
     assert inside.placeholder == ""
+
+
+def test_an_answer_that_leaves_the_code_below_dead_is_blamed():
+    # Where a block's ``else:`` was removed, the code below is in the jump's own block: a ``return``
+    # there compiles but leaves it dead. Deeper or shallower code below, an open bracket or a line
+    # continuation, a one-line ``if``: nothing is dead.
+    prefix = "def f(a):\n    if a:\n        x = 1\n"
+    suffix = "\n        x = 2\n    return x\n"
+    win = window(prefix, suffix)
+    answers = ("    else:", "        return", "        return x", "        raise ValueError(a)")
+    answers += ("        x = 3\n        return x",)
+    for dead in answers:
+        assert (judge(win, dead) == BLAMED) == dead.lstrip().startswith(("return", "raise", "x = 3")), dead
+    assert judge(win, "    else:") == OK and not win.unreachable_below("    else:")
+    assert win.unreachable_below("        return x") and win.unreachable_below("        return x\n        # done")
+    for alive in ("        return_value = 3", "        returned.x = 3", "        if x: return x", "        y = 3"):
+        assert judge(win, alive) == OK and not win.unreachable_below(alive), alive
+    # The jump closes its block: the next code line is shallower (a comment between does not count).
+    below = window("def f(items):\n    for x in items:\n        if x:\n", "\n        # skip\n    return None\n")
+    for fine in ("            continue", "            break", "            return x"):
+        assert judge(below, fine) == OK, fine
+    # The cursor in the middle of a line: the rest of the line belongs to the answer's last line.
+    mid = window("def f(a):\n    if a:\n        return (", "a)\n        a = 2\n    return a\n")
+    assert mid.unreachable_below("") and judge(mid, "") == BLAMED
+    open_call = window("def f(a):\n    if a:\n        return g(", "\n            a)\n    return a\n")
+    assert not open_call.unreachable_below("a,")
+    assert judge(win, "        return g(\n            x)") == BLAMED  # a jump over several lines
+    # Prose in a docstring is not code, whatever its words.
+    doc = window('def f(a):\n    """Sum.\n\n    ', '\n    of a and b.\n    """\n    return a\n')
+    assert judge(doc, "return the sum") == OK
+    # Drafts and samples are held to it too: a draft that leaves dead code is not offered.
+    assert fits(win, "    else:") and not fits(win, "        return x")
+
+
+def test_a_header_that_holds_nothing_to_guess_is_drafted_where_the_code_needs_it():
+    # The if-body ends with a return and the code below goes on at its level: dead as it stands, an
+    # ``else:`` was removed. At column 0 (a hole that takes the whole line) the header is drafted at the
+    # level that compiles; after the indentation, as the rest of the line.
+    prefix, suffix = "def f(a):\n    if a:\n        return 1\n", "\n        return 2\n"
+    win = window(prefix, suffix)
+    assert win.dead_at_cursor and header_drafts(win, prefix, suffix) == ["    else:"]
+    assert header_drafts(window(prefix + "    ", suffix), prefix + "    ", suffix) == ["else:"]
+    # Below, an ``except`` at the cursor's level: the body is a ``try:``'s.
+    prefix, suffix = "def f(a):\n    ", "\n        x = g()\n    except E:\n        x = 0\n    return x\n"
+    assert header_drafts(window(prefix, suffix), prefix, suffix) == ["try:"]
+    # Nothing dead, nothing broken: whether an ``else:`` goes there is the model's guess, not the compiler's.
+    for prefix, suffix in (
+        ("def f(a):\n    if a:\n        x = 1\n", "\n        x = 2\n    return x\n"),
+        ("def f(a):\n    for x in a:\n        if x:\n            return 1\n", "\n        return 2\n    return 3\n"),
+    ):
+        assert header_drafts(window(prefix, suffix), prefix, suffix) == []
+    # The code below is deeper after a block: ``if x:`` as likely as ``else:``; no draft.
+    prefix, suffix = "def f(a):\n    if a:\n        x = 1\n    ", "\n        x = 2\n    return x\n"
+    assert header_drafts(window(prefix, suffix), prefix, suffix) == []
+    # Something typed on the line, or after the cursor: no header draft.
+    prefix, suffix = "def f(a):\n    if a:\n        return 1\n    el", "\n        return 2\n"
+    assert header_drafts(window(prefix, suffix), prefix, suffix) == []
+
+
+def test_the_engine_offers_the_header_the_compiler_leaves(engine):
+    prefix, suffix = "def sign(n):\n    if n < 0:\n        return -1\n", "\n        return 1\n"
+    done = engine.complete(prefix, suffix, mode="line", language="python")
+    assert done.draft is not None and done.draft["source"] == "syntax"
+    assert done.text in ("    else:", "")  # the model keeps it, or the answer is withheld: never dead code
 
 
 def test_an_answer_blamed_on_the_line_being_typed_is_withheld():
