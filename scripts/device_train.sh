@@ -10,6 +10,8 @@
 #    the CPU keystroke budget: check with `bench engine` here before shipping it) for MINUTES
 #    (default 7) on the training corpus of `train --packages` as packed into corpus-pack/ (the GPU
 #    machine reaches no package registry; without the pack: the machine's own standard library).
+#    TRAIN_ARGS adds options to that command (e.g. "--n-layers 6" for a model that keeps the CPU latency
+#    targets with room to spare).
 #    With more than one GPU it runs under torchrun, one process per GPU (DDP over NCCL).
 #    The model directory comes back under $OUT as tar parts of at most 15 MiB (the device tool
 #    returns files of at most 16 MiB, 64 MiB in all; the weights travel as fp16), with the training
@@ -24,10 +26,11 @@ PY="${PYTHON:-python3}"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
 "$PY" -c "import torch; print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))"
 if [ "${REQUIRE_CUDA:-1}" = 1 ]; then "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU'"; fi
-# The GPU paths first: a failure there is a finding, not a reason to skip the training.
+# The GPU paths first: a failure there is a finding, not a reason to skip the training (CHECK=0 skips
+# them, for a second run in the same session when the first already checked them).
 check=""
 if [ "${REQUIRE_CUDA:-1}" != 1 ]; then check="--cpu"; export PLACES=4; fi
-timeout 150 "$PY" scripts/gpu_check.py $check "$OUT" 2>&1 | tee "$OUT/gpu_check.log" || true
+if [ "${CHECK:-1}" = 1 ]; then timeout 150 "$PY" scripts/gpu_check.py $check "$OUT" 2>&1 | tee "$OUT/gpu_check.log" || true; fi
 lens=""
 for n in ${CONTEXT_LENS:-512 1024}; do lens="$lens --context-len $n"; done
 rm -rf /tmp/gpu-model
@@ -42,7 +45,7 @@ gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 launch="$PY"
 if [ "$gpus" -gt 1 ]; then launch="$PY -m torch.distributed.run --standalone --nproc_per_node $gpus"; fi
 # shellcheck disable=SC2086
-$launch -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-7}" $lens 2>&1 | tee "$OUT/train.log"
+$launch -m celeris_complete.cli train -o /tmp/gpu-model --preset gpu --minutes "${MINUTES:-7}" $lens ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
 # (Its validation figures are in the log: train's own final evaluation, on the pack's val.bin.)
 test -f /tmp/gpu-model/model.safetensors || { echo "training wrote no model" >&2; exit 1; }
 rm -rf /tmp/gpu-model/.work
