@@ -18,12 +18,23 @@ from torch import nn
 from .diffusion import expand_kv
 from .model import KV, FlatContextEncode, FlatSpanStep, InfillModel, flatten_kv, pair_kv
 
+# How far a graph's outputs may stray from the eager model's: a fused graph rounds at other places
+# than the eager operations, by a few units in the last place of the weights' type over the layers
+# (bf16 keeps 8 bits, fp16 11), while a graph that froze a length answers wrong by whole units. On
+# an H200 the fp16 and bf16 graphs failed the fp32 tolerance and ran eagerly, 8-11x slower at a
+# new place (results/gpu_run/gpu_check.log); these tolerances are not yet tried there.
+TOLERANCE = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 4e-2}
 
-def _close(got, want) -> bool:
+
+def tolerance(model: nn.Module) -> float:
+    return TOLERANCE.get(next(model.parameters()).dtype, 1e-3)
+
+
+def _close(got, want, tol: float = 1e-3) -> bool:
     got = got if isinstance(got, (tuple, list)) else (got,)
     want = want if isinstance(want, (tuple, list)) else (want,)
     return len(got) == len(want) and all(
-        a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=1e-3, rtol=1e-3) for a, b in zip(got, want)
+        a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=tol, rtol=tol) for a, b in zip(got, want)
     )
 
 
@@ -33,6 +44,7 @@ class TracedModel:
     def __init__(self, model: InfillModel, device: str, mask: int) -> None:
         self.model = model
         self.cfg = model.cfg
+        self.tol = tol = tolerance(model)
         room = self.cfg.max_positions - self.cfg.max_canvas  # the longest context the engine gives it
         if room < 24:
             raise RuntimeError(f"a context of at most {room} tokens is too short to trace with")
@@ -43,29 +55,35 @@ class TracedModel:
             _, past_b = model.encode_context(ids[:, :b])
             slots = torch.full((1, self.cfg.max_canvas), mask, dtype=torch.long, device=device)
         # (traced with, checked at): other context lengths, canvases and numbers of new tokens
-        self.step = self._trace(FlatSpanStep(model), (slots[:, :8], *flatten_kv(past_a)), (slots, *flatten_kv(past_b)))
-        self.fresh = self._trace(FlatContextEncode(model), (ids[:, :a],), (ids,))
+        self.step = self._trace(
+            FlatSpanStep(model), (slots[:, :8], *flatten_kv(past_a)), (slots, *flatten_kv(past_b)), tol
+        )
+        self.fresh = self._trace(FlatContextEncode(model), (ids[:, :a],), (ids,), tol)
         self.extend = self._trace(
-            FlatContextEncode(model), (ids[:, a : a + 3], *flatten_kv(past_a)), (ids[:, b : b + 1], *flatten_kv(past_b))
+            FlatContextEncode(model),
+            (ids[:, a : a + 3], *flatten_kv(past_a)),
+            (ids[:, b : b + 1], *flatten_kv(past_b)),
+            tol,
         )
         with torch.inference_mode():
             more = ids[:, b : b + 7]
-            if not _close(self.extend(more, *flatten_kv(past_b)), FlatContextEncode(model)(more, *flatten_kv(past_b))):
+            encoded = FlatContextEncode(model)(more, *flatten_kv(past_b))
+            if not _close(self.extend(more, *flatten_kv(past_b)), encoded, tol):
                 raise RuntimeError("the traced context encoding does not reproduce the model's")
             # Several canvases on one context (alternatives): where the step graph does not follow the
             # batch size, they are decoded one at a time (see Engine._alternatives).
             rows = (ids[:, :16].reshape(2, 8), *flatten_kv(expand_kv(past_a, 2)))
-            self.batched = _close(self.step(*rows), FlatSpanStep(model)(*rows))
+            self.batched = _close(self.step(*rows), FlatSpanStep(model)(*rows), tol)
 
     @staticmethod
-    def _trace(module: nn.Module, example: tuple, check: tuple):
+    def _trace(module: nn.Module, example: tuple, check: tuple, tol: float):
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer notes about Python values; the check below is what counts
             graph = torch.jit.freeze(torch.jit.trace(module.eval(), example, check_trace=False).eval())
         with torch.inference_mode():
             for inputs in (example, check, example):  # the graph executor's first runs profile and optimize
                 graph(*inputs)
-            if not _close(graph(*check), module(*check)):
+            if not _close(graph(*check), module(*check), tol):
                 raise RuntimeError(f"the traced {type(module).__name__} does not reproduce the model's")
         return graph
 
