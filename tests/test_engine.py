@@ -234,7 +234,8 @@ def test_a_model_confident_that_a_draft_is_wrong_writes_its_own_answer(engine):
     prefix = "class A:\n    def f(self):\n        return sel"
     own = complete(engine, prefix, drafts=False)
     got = complete(engine, prefix, "ection", draft_veto=0.9)
-    assert got.draft["kept"] == 0 and got.text == own.text == "f"
+    assert own.text.startswith("f")  # " self", whatever follows it
+    assert got.draft["kept"] == 0 and got.text == own.text
     assert complete(engine, prefix, "f", draft_veto=0.9).draft["kept"] == 2  # a draft it agrees with stands
 
 
