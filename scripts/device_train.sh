@@ -1,7 +1,9 @@
 #!/bin/sh
 # The project's GPU run, for the lent GPU machine (the `device` tool's `run`), with the packed corpus:
-#   .venv/bin/python scripts/pack_corpus.py RUN_DIR     # here first: corpus-pack/ (about 22 MB)
+#   .venv/bin/python scripts/pack_corpus.py RUN_DIR --max-mb 45   # here first: corpus-pack/ (31 MB)
+#   sh scripts/device_tree.sh out    # results/ out of what travels (the tool takes 64 MiB in all)
 #   run(command="sh scripts/device_train.sh", carry=["corpus-pack"], timeout_s=600)
+#   sh scripts/device_tree.sh back
 # 1. About a minute: the engine's GPU paths with the shipped model (scripts/gpu_check.py: PyTorch CUDA
 #    fp32/fp16/bf16 and ONNX Runtime's CUDA provider if installed; agreement with the CPU, selftest's
 #    latency), into $OUT/gpu_check.json and $OUT/gpu_check.log.
