@@ -238,6 +238,14 @@ def eval_command(
         )
     except CelerisError as exc:
         fail(str(exc))
+    found, listed = figures.get("files_found"), figures.get("files_listed")
+    if found is not None and found < listed:
+        typer.echo(
+            f"celeris-complete: warning: {found} of the {listed} held-out files were found, so these figures are "
+            "not the model card's: the rest are in sources not on this machine "
+            "(`celeris-complete corpus --packages` fetches the pinned packages')",
+            err=True,
+        )
     typer.echo(json.dumps(figures, indent=2))
 
 

@@ -1,4 +1,6 @@
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
@@ -156,3 +158,23 @@ def test_eval_on_another_runs_held_out_tokens(tiny_model_dir, small_corpus):
     assert figures["tokens_file"] == str(val_bin) and figures["tokens"] > 0
     with pytest.raises(CelerisError, match="no such token file"):
         validate_model_dir(tiny_model_dir, tokens_file=val_bin.with_name("missing.bin"))
+
+
+def test_eval_says_when_some_held_out_files_are_missing(tiny_model_dir, small_corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from celeris_complete.cli import app
+
+    manifest = json.loads((tiny_model_dir / "corpus_manifest.json").read_text())
+    held = sorted({Path(r["path"]).name for r in manifest["files"] if r["split"] == "validation"})
+    assert len(held) >= 2  # one of them can go
+    some = tmp_path / "some"
+    shutil.copytree(small_corpus, some)
+    (some / held[0]).unlink()
+    runner = CliRunner()
+    args = ["eval", "--model", str(tiny_model_dir), "--batches", "1", "--corpus"]
+    partial = runner.invoke(app, [*args, str(some)])
+    assert partial.exit_code == 0, partial.output
+    assert "held-out files were found" in partial.stderr
+    whole = runner.invoke(app, [*args, str(small_corpus)])
+    assert whole.exit_code == 0 and "warning" not in whole.stderr
