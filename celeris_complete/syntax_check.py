@@ -377,12 +377,9 @@ def _dead_after(source: str, lines: list[str], first: int, jump: int) -> bool:
     return False
 
 
-EMPTY_HEADERS = ("else:", "try:", "finally:")  # block headers that hold nothing to guess
-
-
 def header_drafts(win: Window, prefix: str, suffix: str) -> list[str]:
     """At a blank line where the code below needs a block header that holds nothing to guess (``else:``,
-    ``try:``, ``finally:``): the ones that make the window compile and leave no code dead, at the
+    ``try:``): the ones that make the window compile and leave no code dead, at the
     cursor's indentation (or, at column 0, at any level of the lines above that is less deep than the
     line below), nearest level first. Only where the window needs one: it does not compile as it is (the
     line below is deeper, or goes on with ``except``), or the code above the cursor ends a jump the

@@ -44,7 +44,7 @@ class TracedModel:
     def __init__(self, model: InfillModel, device: str, mask: int) -> None:
         self.model = model
         self.cfg = model.cfg
-        self.tol = tol = tolerance(model)
+        tol = tolerance(model)
         room = self.cfg.max_positions - self.cfg.max_canvas  # the longest context the engine gives it
         if room < 24:
             raise RuntimeError(f"a context of at most {room} tokens is too short to trace with")
