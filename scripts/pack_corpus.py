@@ -7,7 +7,7 @@ corpus (train.bin, val.bin, tokenizer.json, corpus_manifest.json). The GPU machi
 registry, and the device tool carries at most 64 MiB (the working tree included), so the training
 tokens go as evenly spaced 1M-token chunks of the whole stream (every source represented),
 xz-compressed until the pack reaches --max-mb (the estimate is conservative: --max-mb 45 gave
-31 MB, 58.7M of 101.4M tokens, at preset 6, which packs about 15% more tokens than preset 1).
+58.7M of 101.4M tokens in 31 MB at preset 6, the default, and 52.4M in 33 MB at preset 1).
 --phase 0.5 takes the chunks between those of phase 0, for a second run on tokens the first did not
 see. The validation tokens go whole. `scripts/device_train.sh` unpacks the folder into the run's
 .work, where `celeris-complete train` finds the data ready.
