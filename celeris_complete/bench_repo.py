@@ -271,6 +271,8 @@ async def _ask(
         "over_budget": engine_ms is not None and engine_ms >= budget_ms,
         "snippets": [s.source.removeprefix(root) for s in (getattr(note, "snippets", None) or [])],
         "draft": plain(getattr(note, "draft", None)),  # offered to the model: source, tokens, kept
+        "syntax": getattr(note, "syntax", None),  # the compiler's verdict on the answer
+        "raw": getattr(note, "raw", None),  # the model's span before post-processing
     }
 
 

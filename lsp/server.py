@@ -469,6 +469,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "snippet_tokens": done.snippet_tokens,
                 "draft": done.draft,
                 "syntax": done.syntax,
+                "raw": done.raw,
             },
         )
         return [lead + t for t in texts], replace

@@ -132,6 +132,9 @@ def test_short_run_through_the_real_server(package, shipped_model_dir):
     for r in results:
         assert r["exact"] == (r["got"] == r["expected"]) and r["empty"] == (r["got"] == "")
         assert r["answer"] is None or r["answer"].split("\n")[0].rstrip() == r["got"]
+        # The server's account of it: the compiler's verdict (Python), and what the model wrote.
+        assert r["syntax"] in {"ok", "elsewhere", "reindented", "shortened", "closed", "replaced", "withheld", "kept"}
+        assert isinstance(r["raw"], str) and (r["answer"] is None or r["raw"])
     assert result["exact_match"] == pytest.approx(sum(r["exact"] for r in results) / 6, abs=1e-4)
     assert 0 <= result["edit_similarity"] <= 1 and result["by_kind"]["indent"]["sites"] == 3
     assert result["latency_ms_p50"] > 0
