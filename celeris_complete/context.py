@@ -104,6 +104,13 @@ def build_context(
         if last.strip() and all(is_word_char(c) for c in last.lstrip(" ")):
             healed = last
             pre = pre[:-1]
+    elif heal and pre and prefix and prefix[-1] in " \t" and prefix[prefix.rfind("\n") + 1 :].strip():
+        last = tok.decode([pre[-1]])
+        if last and not last.strip(" \t") and prefix.endswith(last):
+            # Blanks typed after code (``x = f(a, ``, ``k ``): written alone they are a token the model
+            # rarely saw before more code on the line; the completion starts with them instead.
+            healed = last
+            pre = pre[:-1]
     suf, at_end = suffix_window(tok, suffix, suffix_budget)
     at_end = at_end and file_end
     tokens = [tok.suf_id, *suf]

@@ -4,8 +4,9 @@ Much of what is typed already exists nearby: the same call with other arguments,
 follows the same line elsewhere.  A draft is a continuation, in the open document and in the
 workspace, of lines that start as the cursor's line does (its text before the cursor, the indentation
 aside); at a line's start, the line that follows a line equal to the previous one.  Of several, the
-one whose copies sit among lines most like those around the cursor comes first, then the most
-common (``_ranked``).
+one whose copies sit among lines most like those around the cursor, with votes, near the cursor and
+with names in use there, comes first (``_ranked``: a score whose weights were fitted on packages of
+the training corpus).
 When no line starts alike, the document near the cursor is searched further: mid-line, for the
 longest end of the cursor's line (from a token on, at least ``MIN_TAIL`` non-blank characters) that
 recurs with text after it on its line, within ``TAIL_WINDOW`` characters on either side (``second)``
@@ -24,6 +25,7 @@ text around the cursor, which is already in memory.
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import threading
 from array import array
@@ -54,6 +56,14 @@ PLACES_LOOKED = 8  # copies of a continuation looked at for that, the nearest to
 FAR = 1 << 40  # how far another file is, in characters
 NEIGHBOUR_REACH = 4096  # characters looked through for a copy's neighbouring line (past blank lines)
 NONBLANK = re.compile(r"\S")
+NAME = re.compile(r"[A-Za-z_]\w*")
+NAMES_BEFORE, NAMES_AFTER = 4000, 1000  # characters above and below the cursor whose names count as in use
+NEAR_CHARS = 2000  # a copy this far from the cursor in the document is half as near as one beside it
+# A continuation's score among several, weights of: how alike the lines around its copies are to the
+# cursor's (0-2), log(1 + votes), the nearness of its nearest copy in the document (0 in other files), the
+# share of its names in use near the cursor, log(1 + its names).  Fitted on sites in packages of the
+# training corpus (scripts/fit_draft_ranking.py, results/draft_ranking/), never on the benchmarks'.
+RANK_WEIGHTS = (2.5, 0.8, 0.7, 1.3, -0.8)
 
 
 @dataclass(frozen=True)
@@ -482,33 +492,67 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
 
 
 def _ranked(votes: Counter, places: tuple[dict, ...], up: str, down: str, before: str, below: str) -> list[str]:
-    """The continuations, the ``RANKED`` most voted first ordered by how much the lines around their
-    copies in the document look like the lines around the cursor (``up``, ``down``: the best
-    ``_likeness`` sum over a continuation's ``PLACES_LOOKED`` nearest copies), then by votes, then by
-    nearness.  Lines of the same start differ by what surrounds them: ``return rows`` where the line
-    above is ``rows = ...``, ``return headers`` after ``headers = ...``."""
+    """The continuations, the ``RANKED`` most voted first ordered by their score (``ranking_features``
+    weighted by ``RANK_WEIGHTS``), then by votes, then by nearness.  Lines of the same start differ by
+    what surrounds them: ``return rows`` where the line above is ``rows = ...``, ``return headers``
+    after ``headers = ...``; ``for k, v in d.items():`` where ``d`` is in use nearby."""
     order = [text for text, _ in votes.most_common()]
-    if not (up or down):
-        return order
-    up_tokens, down_tokens = _tokens(up), _tokens(down)
+    features = ranking_features(order[:RANKED], votes, places, up, down, before, below)
 
-    def distance(place: tuple[str, int, int]) -> int:  # in characters; another file's copies come after
+    def key(text: str) -> tuple[float, int, int]:
+        *f, distance = features[text]
+        return sum(w * x for w, x in zip(RANK_WEIGHTS, f)), votes[text], -distance
+
+    return sorted(order[:RANKED], key=key, reverse=True) + order[RANKED:]
+
+
+_last_names: tuple[str, str, frozenset[str]] = ("", "", frozenset())  # keystrokes on one line share them
+
+
+def _names_near(above: str, under: str) -> frozenset[str]:
+    global _last_names
+    held = _last_names
+    if held[0] == above and held[1] == under:
+        return held[2]
+    names = frozenset(NAME.findall(above)) | frozenset(NAME.findall(under))
+    _last_names = (above, under, names)
+    return names
+
+
+def ranking_features(
+    texts: Sequence[str], votes: Counter, places: tuple[dict, ...], up: str, down: str, before: str, below: str
+) -> dict[str, tuple[float, float, float, float, float, int]]:
+    """Per continuation: (alike, log votes, nearness, names in use, log names) as ``RANK_WEIGHTS`` weighs
+    them, then the distance of its nearest copy (characters; another file's come after).  ``alike``: the
+    best ``_likeness`` sum of the lines around one of its ``PLACES_LOOKED`` nearest copies to the cursor's
+    (``up``, ``down``); names in use: those found ``NAMES_BEFORE``/``NAMES_AFTER`` characters around the
+    cursor (a continuation without names: 1)."""
+    up_tokens, down_tokens = _tokens(up), _tokens(down)
+    in_use = _names_near(before[-NAMES_BEFORE:], below[:NAMES_AFTER])
+
+    def distance(place: tuple[str, int, int]) -> int:
         text, _, at = place
         return len(text) - at if text is before else at if text is below else FAR + at
 
-    def key(text: str) -> tuple[float, int, int]:
+    out = {}
+    for text in texts:
         spots = heapq.nsmallest(PLACES_LOOKED, [p for held in places for p in held.get(text, ())], key=distance)
-        alike = max(
-            (
-                _likeness(_tokens(_line_next_to(t, a, -1)), up_tokens)
-                + _likeness(_tokens(_line_next_to(t, b, 1)), down_tokens)
-                for t, a, b in spots
-            ),
-            default=0.0,
-        )
-        return alike, votes[text], -distance(spots[0]) if spots else -2 * FAR
-
-    return sorted(order[:RANKED], key=key, reverse=True) + order[RANKED:]
+        alike = 0.0
+        if up or down:
+            alike = max(
+                (
+                    _likeness(_tokens(_line_next_to(t, a, -1)), up_tokens)
+                    + _likeness(_tokens(_line_next_to(t, b, 1)), down_tokens)
+                    for t, a, b in spots
+                ),
+                default=0.0,
+            )
+        nearest = distance(spots[0]) if spots else 2 * FAR
+        near = 1.0 / (1.0 + nearest / NEAR_CHARS) if nearest < FAR else 0.0
+        names = NAME.findall(text)
+        used = sum(n in in_use for n in names) / len(names) if names else 1.0
+        out[text] = (alike, math.log1p(votes[text]), near, used, math.log1p(len(names)), nearest)
+    return out
 
 
 def line_continuation(earlier_prefix: str, text: str, prefix: str) -> str | None:

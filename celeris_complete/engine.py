@@ -33,7 +33,7 @@ from .context import Context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
-from .postprocess import at_blank_line, choose_mode, postprocess
+from .postprocess import at_blank_line, choose_mode, line_is_open, postprocess
 from .syntax_check import BLAMED, Window, check, header_drafts, is_python, judge, mended, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
@@ -206,6 +206,9 @@ class Engine:
             # (nor may it end right after its indentation: ``open_line``).
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
             settings = replace(settings, open_line=True)
+        elif can.line_rules and mode == "line" and line_is_open(prefix[prefix.rfind("\n") + 1 :]):
+            # Mid-line where the line cannot end yet (``x = ``, ``rv.``, ``for k in ``): nor may the answer.
+            first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
         checked = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
         t_draft0 = time.perf_counter()
         win = window(prefix, suffix, file_start and file_end) if checked else None  # the compiler's, once for all

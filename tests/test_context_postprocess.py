@@ -1,5 +1,5 @@
 from celeris_complete.context import build_context
-from celeris_complete.postprocess import choose_mode, postprocess
+from celeris_complete.postprocess import choose_mode, line_is_open, postprocess
 
 
 def test_context_layout_and_file_markers(small_tok):
@@ -8,7 +8,7 @@ def test_context_layout_and_file_markers(small_tok):
     assert ctx.tokens[0] == t.suf_id
     p = ctx.tokens.index(t.pre_id)
     assert ctx.tokens[p - 1] == t.file_id and ctx.tokens[p + 1] == t.file_id  # both windows reach the file ends
-    assert t.decode(ctx.tokens[p + 2 :]) == "def f():\n    return "
+    assert t.decode(ctx.tokens[p + 2 :]) + ctx.heal == "def f():\n    return "
     assert t.decode(ctx.tokens[1 : p - 1]) == "\n\nx = 1\n"
 
 
@@ -19,7 +19,7 @@ def test_windows_respect_budgets_and_huge_text(small_tok):
     assert 10 < ctx.prefix_tokens <= 50 and ctx.suffix_tokens == 20
     assert t.file_id not in ctx.tokens
     p = ctx.tokens.index(t.pre_id)
-    assert t.decode(ctx.tokens[p + 1 :]).endswith("    y = ")
+    assert (t.decode(ctx.tokens[p + 1 :]) + ctx.heal).endswith("    y = ")
 
 
 def test_empty_file(small_tok):
@@ -75,6 +75,24 @@ def test_token_healing_cuts_a_partial_word(small_tok):
     p = ctx.tokens.index(t.pre_id)
     assert t.decode(ctx.tokens[p + 2 :]) + ctx.heal == "def f(items):\n    return len(ite"
     assert build_context(t, "x = (", "", 100, 10).heal == ""
+
+
+def test_token_healing_takes_back_blanks_typed_after_code_but_never_indentation(small_tok):
+    t = small_tok
+    for prefix in ("def f(k):\n    k ", "def f(x):\n    return x  "):
+        ctx = build_context(t, prefix, "\n", 100, 10)
+        assert ctx.heal and not ctx.heal.strip(" ") and prefix.endswith(ctx.heal)
+        p = ctx.tokens.index(t.pre_id)
+        assert t.decode(ctx.tokens[p + 2 :]) + ctx.heal == prefix
+    assert build_context(t, "def f():\n    ", "\n", 100, 10).heal == ""  # a blank line's indentation stays
+
+
+def test_a_line_that_cannot_end_at_the_cursor():
+    opened = ("        rv.", "    for item in ", "        k ", "x = f(a", "x = [1, 2", 'x = "ab', "if a and", "y = x +")
+    for line in opened:
+        assert line_is_open(line), line
+    for line in ("    return", "    return x", "if x:", 'x = "ab"', "    ", "", '    """doc', "x = 1  # a", "f(a)[0]"):
+        assert not line_is_open(line), line
 
 
 def test_brackets_the_suffix_closes_are_not_closed_twice():

@@ -126,12 +126,27 @@ def test_workspace_lines_after_the_document_and_never_the_file_itself():
     assert find_draft("    result = session.query(", "\n", table).text == "Order).all()"
 
 
-def test_workspace_majority_outvotes_a_single_document_line():
+def test_a_workspace_majority_outvotes_a_document_line_far_from_the_cursor_but_not_one_beside_it():
     table = LineTable()
-    for name in ("a.py", "b.py", "c.py"):
-        table.set_file(name, "    logger = logging.getLogger(__name__)\n")
+    for i in range(10):
+        table.set_file(f"{i}.py", "    logger = logging.getLogger(__name__)\n")
+    far = "logger = logging.getLogger('x')\n" + "pass\n" * 2000
+    d = find_draft(far + "\ndef f():\n    logger = logging.getL", "\n", table)
+    assert (d.text, d.source, d.count) == ("ogger(__name__)", "workspace", 10)
     d = find_draft("logger = logging.getLogger('x')\n\ndef f():\n    logger = logging.getL", "\n", table)
-    assert (d.text, d.source, d.count) == ("ogger(__name__)", "workspace", 3)
+    assert (d.text, d.source, d.count) == ("ogger('x')", "document", 2)
+
+
+def test_of_continuations_alike_otherwise_the_one_whose_names_are_in_use_near_the_cursor():
+    from celeris_complete.drafts import find_drafts
+
+    table = LineTable()
+    table.set_file("a.py", "def a(values):\n    for k, v in values.items():\n        pass\n" * 2)
+    table.set_file("b.py", "def b(d):\n    for k, v in d.items():\n        pass\n")
+    got = find_drafts("def c(values, x):\n    y = 1\n    for k, v", "\n", table, limit=2)
+    assert [(d.text, d.count) for d in got] == [(" in values.items():", 2), (" in d.items():", 1)]
+    got = find_drafts("def c(d, x):\n    y = 1\n    for k, v", "\n", table, limit=2)
+    assert [(d.text, d.count) for d in got] == [(" in d.items():", 1), (" in values.items():", 2)]  # `d` in use
 
 
 def test_the_table_stays_right_through_many_files_replaced_and_removed():

@@ -50,6 +50,18 @@ def test_line_mode_returns_one_line(engine):
         assert "\n" not in done.text and done.text == done.text.rstrip()
 
 
+def test_where_the_line_cannot_end_at_the_cursor_the_answer_does_not_end_it(engine):
+    prompts = [
+        ("def merge(*dicts):\n    rv = dict()\n    for d in dicts:\n        rv.", "\n    return rv\n"),
+        ("def f(a, b):\n    return (a +", "\n"),
+        ("def f(items):\n    total = 0\n    for item in ", "\n        total += item\n    return total\n"),
+    ]
+    for prefix, suffix in prompts:
+        done = engine.complete(prefix, suffix, mode="line")
+        written = done.raw[len(done.heal) :]
+        assert written and not written.startswith("\n"), (prefix, done.raw)
+
+
 def test_steps_cap_and_timings(engine):
     done = engine.complete(*PROMPTS[0], steps=2)
     assert 1 <= done.steps <= 2
@@ -263,7 +275,7 @@ def test_an_invoked_request_offers_the_next_drafts_before_any_sample(engine):
     done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3)
     assert (done.text, done.raw, done.draft) == (alone.text, alone.raw, alone.draft)
     assert done.draft["source"] == "document" and alone.text == "items, rate)"
-    assert done.alternatives == ("items, strict=strict)", "items, 0)")
+    assert done.alternatives == ("items, 0)", "items, strict=strict)")  # as alike: the fewer names first
     assert done.timings_ms["alternatives"] < 1.0  # no model call for them
     # One draft only: the second alternative is sampled.
     two = engine.complete(prefix.replace("strict=strict", "rate"), "\n    return total\n", mode="line", alternatives=3)

@@ -190,7 +190,9 @@ def test_a_draft_that_uses_a_name_nothing_binds_is_not_offered(engine):
     """The document's likeliest continuation of ``return `` uses ``self`` in a function at column 0: for
     Python the next one is offered to the model instead; without a language it is offered and shown."""
     prefix, suffix = in_read_lines()
-    doc = "class Stack:\n    def pop(self):\n        return self.items.pop()\n\n\n" + prefix
+    # Its copy sits below the same line as the cursor's: the likeliest by the lines around it.
+    stack = "class Stack:\n    def pop(self, path):\n        with open(path) as f:\n            return self.items.pop()"
+    doc = stack + "\n\n\n" + prefix
     plain = engine.complete(doc, suffix, mode="line")
     assert plain.draft is not None and plain.text == "self.items.pop()"
     checked = engine.complete(doc, suffix, mode="line", language="python")
