@@ -34,7 +34,7 @@ from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
 from .postprocess import at_blank_line, choose_mode, line_is_open, postprocess
-from .syntax_check import BLAMED, Window, check, header_drafts, is_python, judge, mended, window
+from .syntax_check import BLAMED, Window, check, fits, header_drafts, is_python, judge, mended, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 
@@ -397,8 +397,16 @@ def _fitting(found: Sequence[Draft], win: Window, wanted: int, prefix: str, suff
     the window compiles without it (``Window.clean``; a copy of another hole's line, of a line being
     edited), and that no re-indentation or shortening repairs, would be withheld or replaced after the
     model kept it, in place of the model's own answer. A block's draft is only its first line (the
-    model writes the rest): only its names are judged."""
+    model writes the rest): only its names are judged. Where the window does not compile as it is (a
+    line that opened a block or a bracket is missing), the drafts that make it compile go first."""
     out: list[Draft] = []
+    if not win.clean and len(found) > 1:
+        shown = [postprocess(d.text, prefix, suffix, mode) if mode == "line" else d.text for d in found]
+        if not fits(win, shown[0]):
+            good = [i for i in range(1, len(found)) if fits(win, shown[i])]
+            if good:
+                rest = [d for i, d in enumerate(found) if i not in good]
+                found = [found[i] for i in good] + rest
     for d in found:
         if len(out) == wanted:
             break

@@ -528,3 +528,23 @@ def test_nonlocal_in_a_nested_function_names_the_enclosing_ones():
     assert judge(window(outer, "\n        a += 1\n    return inner\n"), "nonlocal a +") == BLAMED
     assert judge(window("def f():\n    a = 1\n    ", "\n"), "nonlocal a") == BLAMED  # nothing encloses f
     assert judge(window(outer + "a = 2\n        ", "\n    return inner\n"), "nonlocal a") == BLAMED  # after use
+
+
+def test_where_the_window_does_not_compile_the_drafts_that_make_it_compile_go_first():
+    from celeris_complete.drafts import Draft
+    from celeris_complete.engine import _fitting
+
+    found = [Draft("rows = [x]", "document", 4), Draft("cols = [", "document", 2), Draft("y = 1", "document", 2)]
+    prefix = "def d():\n    x = compute()\n    "
+    broken = "\n        x,\n    ]\n    return cols\n"  # the line that opened the bracket is missing
+    assert [d.text for d in _fitting(found, window(prefix, broken), 2, prefix, broken, "block")] == [
+        "cols = [",
+        "rows = [x]",
+    ]
+    whole = "\n    return rows\n"  # compiles as it is: the ranking stands
+    assert [d.text for d in _fitting(found, window(prefix, whole), 2, prefix, whole, "block")] == [
+        "rows = [x]",
+        "cols = [",
+    ]
+    nothing = "\n        x,\n    }\n"  # no draft makes it compile: the ranking stands
+    assert [d.text for d in _fitting(found, window(prefix, nothing), 1, prefix, nothing, "block")] == ["rows = [x]"]
