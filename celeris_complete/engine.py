@@ -33,8 +33,8 @@ from .context import Context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
-from .postprocess import at_blank_line, choose_mode, line_is_open, postprocess
-from .syntax_check import BLAMED, Window, check, fits, header_drafts, is_python, judge, mended, window
+from .postprocess import at_blank_line, choose_mode, postprocess
+from .syntax_check import BLAMED, Window, check, fits, header_drafts, is_python, judge, line_is_open, mended, window
 
 __all__ = ["DECODE_KEYS", "Cancelled", "Completion", "Engine", "has_int8_kernels"]
 

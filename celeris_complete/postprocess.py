@@ -12,49 +12,6 @@ def at_blank_line(prefix: str) -> bool:
     return not prefix[prefix.rfind("\n") + 1 :].strip()
 
 
-# Words after which a Python line cannot end (``return``, ``yield``, ``raise``, ``else`` can).
-CONTINUED_BY = frozenset(
-    "if elif while for in not and or is import from as with def class lambda assert del global nonlocal await".split()
-)
-OPERATOR_END = ".([{,=+-*/%<>&|^~@!\\"
-
-
-def line_is_open(line: str) -> bool:
-    """The text before the cursor on its line (not blank) cannot end there: it ends with a space, an
-    operator, an opening bracket or a word that needs what follows (``in``, ``and``...), or leaves a
-    bracket or a string open.  An answer that ends the line at once is then surely wrong."""
-    if not line.strip():
-        return False
-    if line[-1] in " \t":
-        return True
-    body = line.lstrip()
-    if body[-1] in OPERATOR_END:
-        return True
-    words = body.rsplit(None, 1)
-    if words[-1] in CONTINUED_BY:
-        return True
-    depth, quote, i = 0, "", 0
-    while i < len(body):
-        ch = body[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif body.startswith(quote, i):
-                i += len(quote) - 1
-                quote = ""
-        elif ch == "#":
-            return False  # a comment runs to the end of the line
-        elif ch in "'\"":
-            quote = body[i : i + 3] if body[i : i + 3] == ch * 3 else ch
-            i += len(quote) - 1
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        i += 1
-    return depth > 0 or (bool(quote) and len(quote) == 1)
-
-
 def choose_mode(prefix: str, mode: str) -> str:
     """``auto``: a block on an empty line, the rest of the line otherwise."""
     if mode != "auto":

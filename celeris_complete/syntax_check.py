@@ -544,6 +544,27 @@ def still_open(code: str) -> tuple[str, str] | None:
     return quote, "".join(reversed(stack))
 
 
+# Words after which a Python line cannot end (``return``, ``yield``, ``raise``, ``else`` can).
+CONTINUED_BY = frozenset(
+    "if elif while for in not and or is import from as with def class lambda assert del global nonlocal await".split()
+)
+OPERATOR_END = ".([{,=+-*/%<>&|^~@!\\"
+
+
+def line_is_open(line: str) -> bool:
+    """The text before the cursor on its line (not blank) cannot end there: it ends with a blank, an
+    operator, an opening bracket or a word that needs what follows (``in``, ``and``...), or leaves a
+    bracket or a one-quote string open (``still_open``).  An answer that ends the line at once is then
+    surely wrong."""
+    body = line.strip()
+    if not body:
+        return False
+    if line[-1] in " \t" or body[-1] in OPERATOR_END or body.rsplit(None, 1)[-1] in CONTINUED_BY:
+        return True
+    opened = still_open(body)  # None: a comment ends the line, or a bracket closed that it never opened
+    return opened is not None and (len(opened[0]) == 1 or bool(opened[1]))
+
+
 def closed(text: str, prefix: str) -> list[str]:
     """A one-line answer finished: the brackets the line leaves open closed, a colon added, or both
     (not one of punctuation alone: ``(`` made ``()`` says nothing); not inside a string or a comment."""

@@ -1,5 +1,6 @@
 from celeris_complete.context import build_context
-from celeris_complete.postprocess import choose_mode, line_is_open, postprocess
+from celeris_complete.postprocess import choose_mode, postprocess
+from celeris_complete.syntax_check import line_is_open
 
 
 def test_context_layout_and_file_markers(small_tok):
