@@ -61,9 +61,11 @@ NAMES_BEFORE, NAMES_AFTER = 4000, 1000  # characters above and below the cursor 
 NEAR_CHARS = 2000  # a copy this far from the cursor in the document is half as near as one beside it
 # A continuation's score among several, weights of: how alike the lines around its copies are to the
 # cursor's (0-2), log(1 + votes), the nearness of its nearest copy in the document (0 in other files), the
-# share of its names in use near the cursor, log(1 + its names).  Fitted on sites in packages of the
-# training corpus (scripts/fit_draft_ranking.py, results/draft_ranking/), never on the benchmarks'.
-RANK_WEIGHTS = (2.5, 0.8, 0.7, 1.3, -0.8)
+# share of its names in use near the cursor, log(1 + its names), a copy under exactly the cursor's line
+# above (0/1), a copy over exactly its line below (0/1).  Fitted on sites in packages of the training
+# corpus and in its held-out files (scripts/fit_draft_ranking.py --heldout, results/draft_ranking/),
+# never on the benchmarks'.
+RANK_WEIGHTS = (2.1, 0.8, 0.6, 1.3, -0.7, 0.8, 0.7)
 
 
 @dataclass(frozen=True)
@@ -521,12 +523,13 @@ def _names_near(above: str, under: str) -> frozenset[str]:
 
 def ranking_features(
     texts: Sequence[str], votes: Counter, places: tuple[dict, ...], up: str, down: str, before: str, below: str
-) -> dict[str, tuple[float, float, float, float, float, int]]:
-    """Per continuation: (alike, log votes, nearness, names in use, log names) as ``RANK_WEIGHTS`` weighs
-    them, then the distance of its nearest copy (characters; another file's come after).  ``alike``: the
-    best ``_likeness`` sum of the lines around one of its ``PLACES_LOOKED`` nearest copies to the cursor's
-    (``up``, ``down``); names in use: those found ``NAMES_BEFORE``/``NAMES_AFTER`` characters around the
-    cursor (a continuation without names: 1)."""
+) -> dict[str, tuple[float, ...]]:
+    """Per continuation: (alike, log votes, nearness, names in use, log names, same line above, same line
+    below) as ``RANK_WEIGHTS`` weighs them, then the distance of its nearest copy (characters; another
+    file's come after).  ``alike``: the best ``_likeness`` sum of the lines around one of its
+    ``PLACES_LOOKED`` nearest copies to the cursor's (``up``, ``down``); same line above (below): 1 when
+    one of those copies has the cursor's line above (below) it exactly; names in use: those found
+    ``NAMES_BEFORE``/``NAMES_AFTER`` characters around the cursor (a continuation without names: 1)."""
     up_tokens, down_tokens = _tokens(up), _tokens(down)
     in_use = _names_near(before[-NAMES_BEFORE:], below[:NAMES_AFTER])
 
@@ -537,21 +540,22 @@ def ranking_features(
     out = {}
     for text in texts:
         spots = heapq.nsmallest(PLACES_LOOKED, [p for held in places for p in held.get(text, ())], key=distance)
-        alike = 0.0
+        alike = same_up = same_down = 0.0
         if up or down:
-            alike = max(
-                (
-                    _likeness(_tokens(_line_next_to(t, a, -1)), up_tokens)
-                    + _likeness(_tokens(_line_next_to(t, b, 1)), down_tokens)
-                    for t, a, b in spots
-                ),
-                default=0.0,
-            )
+            for t, a, b in spots:
+                above, under = _line_next_to(t, a, -1), _line_next_to(t, b, 1)
+                score = _likeness(_tokens(above), up_tokens) + _likeness(_tokens(under), down_tokens)
+                if score > alike:
+                    alike = score
+                if up and above == up:
+                    same_up = 1.0
+                if down and under == down:
+                    same_down = 1.0
         nearest = distance(spots[0]) if spots else 2 * FAR
         near = 1.0 / (1.0 + nearest / NEAR_CHARS) if nearest < FAR else 0.0
         names = NAME.findall(text)
         used = sum(n in in_use for n in names) / len(names) if names else 1.0
-        out[text] = (alike, math.log1p(votes[text]), near, used, math.log1p(len(names)), nearest)
+        out[text] = (alike, math.log1p(votes[text]), near, used, math.log1p(len(names)), same_up, same_down, nearest)
     return out
 
 

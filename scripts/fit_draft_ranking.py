@@ -7,6 +7,12 @@ continuations, L2) is fitted on seeds 0-3 and checked on seeds 4-5.  Prints top-
 first continuation is right) for the previous rule (alike, then votes, then nearness), the weights in
 drafts.py and the fitted ones, and writes them with ``--output``.
 
+``--heldout``: also the sites of the training corpus's held-out validation files (10 a file, as
+``scripts/heldout_draft_study.py`` chooses them: each file's package the workspace, the file left
+out), split in two by a hash of the file: the first half fitted with the packages' seeds 0-3, the
+second checked with seeds 4-5. They hold the standard library, torch, transformers and the large
+packages, where the 16 are small libraries.
+
     .venv/bin/python scripts/fit_draft_ranking.py [--output results/draft_ranking/fit.json]
 
 The packages' sources come from the training corpus's cache (`celeris-complete train --packages`
@@ -16,6 +22,7 @@ downloads them); a package missing there is left out, and said so.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -38,7 +45,7 @@ FIT_SEEDS, CHECK_SEEDS = (0, 1, 2, 3), (4, 5)
 
 
 def collect(root: Path, name: str, seed: int) -> list[tuple[torch.Tensor, torch.Tensor, list[int]]]:
-    """Per site with a choice: (features (n, 5), right (n,), the previous rule's order as indices)."""
+    """Per site with a choice: (features (n, k), right (n,), the previous rule's order as indices)."""
     files = python_files(root)
     sites = choose_sites(files, 100, 4, f"{name}:{seed}")
     under = {s.file for s in sites}
@@ -46,6 +53,34 @@ def collect(root: Path, name: str, seed: int) -> list[tuple[torch.Tensor, torch.
     for path, text in files.items():
         if path not in under:
             table.set_file(path, text)
+    return choices(files, sites, table)
+
+
+def collect_heldout(model: Path) -> dict[int, list]:
+    """The held-out validation files' sites with a choice, by half (a hash of the file)."""
+    manifest = json.loads((model / "corpus_manifest.json").read_text())
+    held: dict[str, list[str]] = {}
+    for entry in manifest["files"]:
+        if entry["split"] == "validation":
+            top, _, rel = entry["path"].partition("/")
+            held.setdefault(top, []).append(rel)
+    out: dict[int, list] = {0: [], 1: []}
+    for source in manifest["sources"]:
+        if source["name"] not in held or not Path(source["root"]).is_dir():
+            continue
+        files = python_files(Path(source["root"]))
+        table = drafts.LineTable()
+        for path, text in files.items():
+            table.set_file(path, text)
+        for path in held[source["name"]]:
+            if path in files:
+                half = int(hashlib.sha256(f"{source['name']}/{path}".encode()).hexdigest(), 16) % 2
+                sites = choose_sites({path: files[path]}, 10, 1, "heldout:0", max_share=1.0)
+                out[half] += choices(files, sites, table)
+    return out
+
+
+def choices(files: dict[str, str], sites, table) -> list[tuple[torch.Tensor, torch.Tensor, list[int]]]:
     seen: list[dict] = []
     original = drafts.ranking_features
 
@@ -61,7 +96,7 @@ def collect(root: Path, name: str, seed: int) -> list[tuple[torch.Tensor, torch.
             cut = sum(len(line) + 1 for line in text.split("\n")[: site.line]) + site.col
             prefix, suffix = text[:cut], text[cut:]
             seen.clear()
-            drafts.find_drafts(prefix, suffix, table, site.file, 3)
+            drafts.find_drafts(prefix, suffix, table, site.file, 3)  # the file itself is left out
             if not seen or len(seen[0]) < 2:
                 continue
             mode = choose_mode(prefix, "auto")
@@ -69,8 +104,8 @@ def collect(root: Path, name: str, seed: int) -> list[tuple[torch.Tensor, torch.
             rows = [seen[0][t] for t in texts]
             expected = site.expected.rstrip()
             right = [postprocess(t, prefix, suffix, mode).split("\n")[0].rstrip() == expected for t in texts]
-            previous = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], -rows[i][5]), reverse=True)
-            out.append((torch.tensor([r[:5] for r in rows]), torch.tensor(right), previous))
+            previous = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], -rows[i][-1]), reverse=True)
+            out.append((torch.tensor([r[:-1] for r in rows]), torch.tensor(right), previous))
     finally:
         drafts.ranking_features = original
     return out
@@ -83,12 +118,12 @@ def top1(data, weights: torch.Tensor) -> int:
 def fit(data, l2: float = 1e-2, epochs: int = 300) -> torch.Tensor:
     usable = [(x, right) for x, right, _ in data if right.any()]
     width = max(x.shape[0] for x, _ in usable)
-    x = torch.zeros(len(usable), width, 5)
+    x = torch.zeros(len(usable), width, usable[0][0].shape[1])
     right = torch.zeros(len(usable), width, dtype=torch.bool)
     valid = torch.zeros(len(usable), width, dtype=torch.bool)
     for i, (xi, ri) in enumerate(usable):
         x[i, : len(xi)], right[i, : len(ri)], valid[i, : len(xi)] = xi, ri, True
-    weights = torch.zeros(5, requires_grad=True)
+    weights = torch.zeros(x.shape[-1], requires_grad=True)
     opt = torch.optim.Adam([weights], lr=0.05)
     for _ in range(epochs):
         opt.zero_grad()
@@ -103,6 +138,8 @@ def fit(data, l2: float = 1e-2, epochs: int = 300) -> torch.Tensor:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--output", type=Path)
+    ap.add_argument("--heldout", action="store_true", help="also the held-out validation files' sites")
+    ap.add_argument("--model", type=Path, default=Path(__file__).resolve().parent.parent / "models" / "default")
     args = ap.parse_args()
     benchmark = {_norm(n) for n, _ in BENCHMARK_PACKAGES}
     versions = dict(PINNED)
@@ -119,6 +156,9 @@ def main() -> None:
             by_seed[seed] += collect(root, name, seed)
     fitting = [d for s in FIT_SEEDS for d in by_seed[s]]
     checking = [d for s in CHECK_SEEDS for d in by_seed[s]]
+    heldout = collect_heldout(args.model) if args.heldout else {0: [], 1: []}
+    packages_checking = checking
+    fitting, checking = fitting + heldout[0], checking + heldout[1]
     if not fitting:
         raise SystemExit("no package of the training corpus found: nothing to fit")
     weights = fit(fitting)
@@ -137,6 +177,15 @@ def main() -> None:
         "top1_previous_rule": {"fit": previous(fitting), "check": previous(checking)},
         "top1_shipped_weights": {"fit": top1(fitting, shipped), "check": top1(checking, shipped)},
         "top1_fitted_weights": {"fit": top1(fitting, weights), "check": top1(checking, weights)},
+        "heldout_sites_with_a_choice": {"fit": len(heldout[0]), "check": len(heldout[1])},
+        "check_packages_only": {
+            "sites": len(packages_checking), "previous_rule": previous(packages_checking),
+            "shipped_weights": top1(packages_checking, shipped), "fitted_weights": top1(packages_checking, weights),
+        },
+        "check_heldout_only": {
+            "sites": len(heldout[1]), "previous_rule": previous(heldout[1]),
+            "shipped_weights": top1(heldout[1], shipped), "fitted_weights": top1(heldout[1], weights),
+        },
         "fitted_weights": [round(float(w), 3) for w in weights],
         "shipped_weights": list(drafts.RANK_WEIGHTS),
     }

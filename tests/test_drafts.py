@@ -321,3 +321,18 @@ def test_only_the_nearest_copies_of_a_continuation_are_kept_for_ranking():
     _document_lines(text, "total = add(", Counter(), places)  # below it: the first ones
     pair = 2 * len("    total = add(0)\n")
     assert [i for _, i, _ in places["0)"]] == [text.index("total = add(0)") + pair * k for k in range(PLACES_LOOKED)]
+
+
+def test_a_copy_under_the_cursors_very_line_above_counts_beyond_looking_alike(monkeypatch):
+    from celeris_complete.drafts import find_drafts
+
+    # `return data` sits among lines more alike to the cursor's on the whole (`rows = sorted(data,
+    # key=len)` above, `print(data, rows)` below); `return rows` under exactly the cursor's line above.
+    doc = (
+        "def a(data):\n    rows = sorted(data)\n    return rows\n    x = 1\n\n"
+        "def b(data):\n    rows = sorted(data, key=len)\n    return data\n    print(data, rows)\n\n"
+    )
+    prefix, suffix = doc + "def c(data):\n    rows = sorted(data)\n    return ", "\n    print(data)\n"
+    assert [d.text for d in find_drafts(prefix, suffix, limit=2)] == ["rows", "data"]
+    monkeypatch.setattr(drafts, "RANK_WEIGHTS", (*drafts.RANK_WEIGHTS[:5], 0.0, 0.0))
+    assert [d.text for d in find_drafts(prefix, suffix, limit=2)] == ["data", "rows"]  # by likeness alone
