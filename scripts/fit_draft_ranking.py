@@ -7,13 +7,14 @@ continuations, L2) is fitted on seeds 0-3 and checked on seeds 4-5.  Prints top-
 first continuation is right) for the previous rule (alike, then votes, then nearness), the weights in
 drafts.py and the fitted ones, and writes them with ``--output``.
 
-``--heldout``: also the sites of the training corpus's held-out validation files (10 a file, as
-``scripts/heldout_draft_study.py`` chooses them: each file's package the workspace, the file left
-out), split in two by a hash of the file: the first half fitted with the packages' seeds 0-3, the
+``--heldout``: also the sites of the training corpus's held-out validation files (``heldout_files``,
+which ``scripts/heldout_draft_study.py`` uses too: 10 a file, each file's package the workspace, the
+file left out), split in two by a hash of the file: the first half fitted with the packages' seeds 0-3, the
 second checked with seeds 4-5. They hold the standard library, torch, transformers and the large
 packages, where the 16 are small libraries.
 
     .venv/bin/python scripts/fit_draft_ranking.py [--output results/draft_ranking/fit.json]
+    .venv/bin/python scripts/fit_draft_ranking.py --heldout [--output results/draft_ranking/fit-heldout.json]
 
 The packages' sources come from the training corpus's cache (`celeris-complete train --packages`
 downloads them); a package missing there is left out, and said so.
@@ -56,27 +57,39 @@ def collect(root: Path, name: str, seed: int) -> list[tuple[torch.Tensor, torch.
     return choices(files, sites, table)
 
 
-def collect_heldout(model: Path) -> dict[int, list]:
-    """The held-out validation files' sites with a choice, by half (a hash of the file)."""
+def heldout_files(model: Path, part: int = 0, parts: int = 1):
+    """Per source of the model's corpus (every ``parts``-th by name, from ``part``) that holds held-out
+    validation files found on disk: (its name, its files, a line table of them all, and per held-out
+    file (path, half by a hash of it, its sites: 10, as `bench repo` chooses them))."""
     manifest = json.loads((model / "corpus_manifest.json").read_text())
     held: dict[str, list[str]] = {}
     for entry in manifest["files"]:
         if entry["split"] == "validation":
             top, _, rel = entry["path"].partition("/")
             held.setdefault(top, []).append(rel)
-    out: dict[int, list] = {0: [], 1: []}
+    names = sorted(held)
     for source in manifest["sources"]:
-        if source["name"] not in held or not Path(source["root"]).is_dir():
+        name = source["name"]
+        if name not in held or names.index(name) % parts != part or not Path(source["root"]).is_dir():
             continue
         files = python_files(Path(source["root"]))
         table = drafts.LineTable()
         for path, text in files.items():
             table.set_file(path, text)
-        for path in held[source["name"]]:
+        under = []
+        for path in held[name]:
             if path in files:
-                half = int(hashlib.sha256(f"{source['name']}/{path}".encode()).hexdigest(), 16) % 2
-                sites = choose_sites({path: files[path]}, 10, 1, "heldout:0", max_share=1.0)
-                out[half] += choices(files, sites, table)
+                half = int(hashlib.sha256(f"{name}/{path}".encode()).hexdigest(), 16) % 2
+                under.append((path, half, choose_sites({path: files[path]}, 10, 1, "heldout:0", max_share=1.0)))
+        yield name, files, table, under
+
+
+def collect_heldout(model: Path) -> dict[int, list]:
+    """The held-out validation files' sites with a choice, by half."""
+    out: dict[int, list] = {0: [], 1: []}
+    for _, files, table, under in heldout_files(model):
+        for _, half, sites in under:
+            out[half] += choices(files, sites, table)
     return out
 
 
@@ -115,7 +128,10 @@ def top1(data, weights: torch.Tensor) -> int:
     return sum(int(right[int((x @ weights).argmax())]) for x, right, _ in data)
 
 
-def fit(data, l2: float = 1e-2, epochs: int = 300) -> torch.Tensor:
+def fit(data, l2: float = 1e-2, epochs: int = 300, standardize: bool = False) -> torch.Tensor:
+    """A conditional logit over each site's drafts (``data``: (features, right, _) per site); with
+    ``standardize`` the features are scaled to unit variance while fitting (the weights returned are
+    for the features as given)."""
     usable = [(x, right) for x, right, _ in data if right.any()]
     width = max(x.shape[0] for x, _ in usable)
     x = torch.zeros(len(usable), width, usable[0][0].shape[1])
@@ -123,6 +139,10 @@ def fit(data, l2: float = 1e-2, epochs: int = 300) -> torch.Tensor:
     valid = torch.zeros(len(usable), width, dtype=torch.bool)
     for i, (xi, ri) in enumerate(usable):
         x[i, : len(xi)], right[i, : len(ri)], valid[i, : len(xi)] = xi, ri, True
+    scale = torch.ones(x.shape[-1])
+    if standardize:
+        mean, scale = x[valid].mean(0), x[valid].std(0) + 1e-6
+        x = (x - mean) / scale
     weights = torch.zeros(x.shape[-1], requires_grad=True)
     opt = torch.optim.Adam([weights], lr=0.05)
     for _ in range(epochs):
@@ -132,7 +152,7 @@ def fit(data, l2: float = 1e-2, epochs: int = 300) -> torch.Tensor:
         loss = (torch.logsumexp(score, 1) - torch.logsumexp(picked, 1)).mean() + l2 * (weights**2).sum()
         loss.backward()
         opt.step()
-    return weights.detach()
+    return weights.detach() / scale
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ reverse; (3) at sites without a draft, the first-word lookup's line against the 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
@@ -35,15 +34,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from celeris_complete import diffusion, drafts  # noqa: E402
-from celeris_complete.bench_repo import choose_sites, cut_text, python_files  # noqa: E402
+from celeris_complete.bench_repo import cut_text  # noqa: E402
 from celeris_complete.config import load_settings  # noqa: E402
 from celeris_complete.diffusion import DecodeSettings, diffuse, span_tokens  # noqa: E402
 from celeris_complete.drafts import MAX_LINE, MIN_KEY, draft_tokens  # noqa: E402
 from celeris_complete.engine import Engine  # noqa: E402
 from celeris_complete.postprocess import choose_mode, postprocess  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fit_draft_ranking import fit, heldout_files  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-SITES_PER_FILE = 10
 DRAFTS = 6
 WORD = re.compile(r"\w+")
 
@@ -73,27 +74,10 @@ def collect(part: int, parts: int, model: str) -> list[dict]:
         return features[-1]
 
     diffusion.choose, drafts.ranking_features = choose, ranking_features
-    manifest = json.loads((Path(model) / "corpus_manifest.json").read_text())
-    held: dict[str, list[str]] = {}
-    for entry in manifest["files"]:
-        if entry["split"] == "validation":
-            top, _, rel = entry["path"].partition("/")
-            held.setdefault(top, []).append(rel)
-    names = sorted(held)
     rows = []
-    for source in manifest["sources"]:
-        name = source["name"]
-        if name not in held or names.index(name) % parts != part or not Path(source["root"]).is_dir():
-            continue
-        files = python_files(Path(source["root"]))
-        table = drafts.LineTable()
-        for path, text in files.items():
-            table.set_file(path, text)
-        for path in held[name]:
-            if path not in files:
-                continue
-            fold = int(hashlib.sha256(f"{name}/{path}".encode()).hexdigest(), 16) % 2
-            for site in choose_sites({path: files[path]}, SITES_PER_FILE, 1, "heldout:0", max_share=1.0):
+    for name, files, table, under in heldout_files(Path(model), part, parts):
+        for path, fold, sites in under:
+            for site in sites:
                 text = cut_text(files[path], site)
                 cut = sum(len(line) + 1 for line in text.split("\n")[: site.line]) + site.col
                 prefix, suffix = text[:cut], text[cut:]
@@ -121,6 +105,7 @@ def collect(part: int, parts: int, model: str) -> list[dict]:
                 allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
                 penalty = s.eos_penalty_line if mode == "line" and s.eos_penalty_line is not None else s.eos_penalty
                 settings = DecodeSettings(steps=s.steps, threshold=s.threshold, eos_penalty=penalty)
+                engine.cache.clear()  # every site encoded whole: its scores do not depend on the site before
                 with torch.inference_mode():
                     kv, _ = b.encode(ctx)
                     for key, conditioned in (("marginal", False), ("conditioned", True)):
@@ -142,39 +127,17 @@ def collect(part: int, parts: int, model: str) -> list[dict]:
     return rows
 
 
-def fit(data: list[tuple[torch.Tensor, torch.Tensor]], l2: float = 1e-2, epochs: int = 400) -> torch.Tensor:
-    """Conditional logit over each site's drafts (features standardized while fitting)."""
-    data = [(x, y) for x, y in data if y.any()]
-    width, k = max(len(x) for x, _ in data), data[0][0].shape[1]
-    x = torch.zeros(len(data), width, k)
-    good = torch.zeros(len(data), width, dtype=torch.bool)
-    valid = torch.zeros(len(data), width, dtype=torch.bool)
-    for i, (xi, yi) in enumerate(data):
-        x[i, : len(xi)], good[i, : len(yi)], valid[i, : len(xi)] = xi, yi, True
-    mean, std = x[valid].mean(0), x[valid].std(0) + 1e-6
-    xn = (x - mean) / std
-    w = torch.zeros(k, requires_grad=True)
-    opt = torch.optim.Adam([w], lr=0.05)
-    for _ in range(epochs):
-        opt.zero_grad()
-        score = (xn @ w).masked_fill(~valid, float("-inf"))
-        loss = (torch.logsumexp(score, 1) - torch.logsumexp(score.masked_fill(~good, float("-inf")), 1)).mean()
-        (loss + l2 * (w**2).sum()).backward()
-        opt.step()
-    return w.detach() / std
-
-
 def report(rows: list[dict]) -> dict:
     def choice(fold: int, with_model: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
         out = []
         for r in rows:
             if r["fold"] == fold and len(r["right"]) > 1 and all(f is not None for f in r["rank"]):
                 x = [f + (m if with_model else []) for f, m in zip(r["rank"], r["marginal"])]
-                out.append((torch.tensor(x), torch.tensor(r["right"])))
+                out.append((torch.tensor(x), torch.tensor(r["right"]), None))
         return out
 
     def top1(data, w: torch.Tensor) -> int:
-        return sum(int(y[int((x[:, : len(w)] @ w).argmax())]) for x, y in data)
+        return sum(int(y[int((x[:, : len(w)] @ w).argmax())]) for x, y, _ in data)
 
     shipped = torch.tensor(drafts.RANK_WEIGHTS)
     ranking = []
@@ -182,10 +145,10 @@ def report(rows: list[dict]) -> dict:
         plain, scored = choice(counted, False), choice(counted, True)
         ranking.append({
             "counted_fold": counted, "sites_with_a_choice": len(plain),
-            "with_a_right_draft": sum(int(y.any()) for _, y in plain),
+            "with_a_right_draft": sum(int(y.any()) for _, y, _ in plain),
             "first_right_shipped_weights": top1(plain, shipped),
-            "first_right_refitted": top1(plain, fit(choice(fitted, False))),
-            "first_right_with_model_scores": top1(scored, fit(choice(fitted, True))),
+            "first_right_refitted": top1(plain, fit(choice(fitted, False), epochs=400, standardize=True)),
+            "first_right_with_model_scores": top1(scored, fit(choice(fitted, True), epochs=400, standardize=True)),
         })  # fmt: skip
     by_source: Counter = Counter()
     for r in rows:
