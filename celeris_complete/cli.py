@@ -84,6 +84,9 @@ def train(
     ] = 0,
     eval_every: Annotated[int, typer.Option(help="Validate every N steps.")] = 250,
     warmup_steps: Annotated[int, typer.Option(help="Steps of linear learning-rate warm-up.")] = 200,
+    rest_of_line: Annotated[
+        float, typer.Option(help="Share of spans from inside a line to its end (a cursor mid-line), 0 to 1.")
+    ] = 0.0,
     stretch_minutes: Annotated[
         Optional[float],
         typer.Option(help="Stop after this long (checkpoint written); the same command goes on from there."),
@@ -136,6 +139,7 @@ def train(
         threads=threads,
         eval_every=eval_every,
         warmup_steps=warmup_steps,
+        rest_of_line=rest_of_line,
         stretch_minutes=stretch_minutes,
         stretch_steps=stretch_steps,
     )

@@ -46,13 +46,23 @@ class Batch:
 
 
 class SpanSampler:
-    """Cuts infill samples out of a token stream. About half the spans are line-aligned."""
+    """Cuts infill samples out of a token stream. About half the spans are line-aligned.
 
-    def __init__(self, tokens: np.ndarray, tok: CodeTokenizer, context_len: int, max_suffix: int) -> None:
+    ``rest_of_line`` is the share of spans that start inside a line, after at least one
+    token of its text, and run to the line's end: the cursor mid-line, as an editor
+    asks for the rest of the line.  Random spans end there only by chance.
+    """
+
+    def __init__(
+        self, tokens: np.ndarray, tok: CodeTokenizer, context_len: int, max_suffix: int, rest_of_line: float = 0.0
+    ) -> None:
+        if not 0.0 <= rest_of_line <= 1.0:
+            raise CelerisError(f"rest_of_line is a share of the spans, 0 to 1, not {rest_of_line}")
         self.tokens = tokens
         self.tok = tok
         self.context_len = context_len
         self.max_suffix = max_suffix
+        self.rest_of_line = rest_of_line
         is_newline = np.zeros(tok.vocab_size, dtype=bool)
         is_blank = np.zeros(tok.vocab_size, dtype=bool)
         for i, b in enumerate(tok.token_bytes):
@@ -74,6 +84,11 @@ class SpanSampler:
         """(start, end) of a span whose context fits inside the stream."""
         n = len(self.tokens)
         lo, hi = self.context_len + 1, n - self.max_suffix - canvas * 8 - 2
+        if self.rest_of_line and len(self.newlines) > 16 and rng.random() < self.rest_of_line:
+            for _ in range(64):  # blank and one-token lines have no inside
+                span = self._rest_of_line(rng)
+                if span is not None and span[0] >= lo and span[1] + self.max_suffix + 2 <= n:
+                    return span
         if rng.random() < 0.5 and len(self.newlines) > 16:
             k = int(rng.integers(0, len(self.newlines) - 8))
             lines = 1 if rng.random() < 0.5 else int(rng.integers(2, 8))
@@ -90,6 +105,19 @@ class SpanSampler:
             end = start + length
         if start < lo or end + self.max_suffix + 2 > n:
             return self._span(rng, canvas)
+        return start, end
+
+    def _rest_of_line(self, rng: np.random.Generator) -> tuple[int, int] | None:
+        """A cursor inside a random line, after its indentation and at least one token; None if too short."""
+        k = int(rng.integers(0, len(self.newlines) - 1))
+        first, end = int(self.newlines[k]) + 1, int(self.newlines[k + 1])
+        while first < end and self.is_blank[self.tokens[first]]:
+            first += 1
+        if end - first < 2 or self.file_id in self.tokens[first:end]:
+            return None
+        start = int(rng.integers(first + 1, end))
+        if rng.random() < 0.3:
+            end += 1  # the span includes its final newline
         return start, end
 
     def sample(self, rng: np.random.Generator, batch: int, canvas: int) -> Batch:

@@ -68,6 +68,7 @@ class TrainArgs:
     # (two threads stall whenever one's core is taken: see the README's training section).
     threads: int = 0
     warmup_steps: int = 200
+    rest_of_line: float = 0.0  # share of spans from inside a line to its end (data.SpanSampler)
     eos_weight: float = 0.1
     eval_every: int = 250
     eval_decode: bool = True  # validation also decodes (exact match): minutes on a CPU; off, accuracy only
@@ -314,8 +315,8 @@ def _train(
     # Under torchrun the forward pass goes through DDP, which averages the gradients in backward.
     forward = torch.nn.parallel.DistributedDataParallel(model) if procs.world > 1 else model
     train_tokens = load_tokens(train_bin)
-    samplers = {n: SpanSampler(train_tokens, tok, n, args.max_suffix) for n in lengths}
-    val_sampler = SpanSampler(load_tokens(val_bin), tok, L, args.max_suffix)
+    samplers = {n: SpanSampler(train_tokens, tok, n, args.max_suffix, args.rest_of_line) for n in lengths}
+    val_sampler = SpanSampler(load_tokens(val_bin), tok, L, args.max_suffix)  # the same mix for every run
     np_rng = np.random.default_rng(args.seed)
     torch_rng = torch.Generator().manual_seed(args.seed)
     ckpt = work / "checkpoint.safetensors"
@@ -324,6 +325,8 @@ def _train(
         "context_lens": lengths,
         "model": cfg.to_dict(),
     }
+    if args.rest_of_line:  # absent otherwise, so checkpoints from before the option still resume
+        run["rest_of_line"] = args.rest_of_line
     state = {"step": 0, "elapsed": 0.0, "tokens": 0, "history": [], "run": run}
     if ckpt.exists():
         earlier = checkpoint_meta(ckpt).get("run")

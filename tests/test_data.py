@@ -66,3 +66,21 @@ def test_half_the_spans_are_line_aligned(stream, small_tok):
 def test_short_stream_is_a_clear_error(small_tok):
     with pytest.raises(CelerisError, match="too short"):
         SpanSampler(np.zeros(100, dtype=np.uint16), small_tok, context_len=96, max_suffix=24)
+
+
+def test_rest_of_line_spans_start_inside_a_line_and_end_at_its_end(stream, small_tok):
+    sampler = SpanSampler(stream, small_tok, context_len=96, max_suffix=24, rest_of_line=1.0)
+    batch = sampler.sample(np.random.default_rng(3), 200, 64)
+    for row, canvas, n in zip(batch.context, batch.canvas, batch.span_len):
+        p = int(np.flatnonzero(row == small_tok.pre_id)[0])
+        line_so_far = small_tok.decode(row[p + 1 :].tolist()).rsplit("\n", 1)[-1]
+        assert line_so_far.strip(), "the cursor is after some of the line's text"
+        span = small_tok.decode(canvas[:n].tolist())
+        assert span and "\n" not in span[:-1]
+        if p > 1 and n < 64 and not span.endswith("\n") and small_tok.file_id not in row[1:p]:
+            assert small_tok.decode(row[1:p].tolist()).startswith("\n"), "and the span runs to the line's end"
+
+
+def test_rest_of_line_share_is_checked(stream, small_tok):
+    with pytest.raises(CelerisError, match="share"):
+        SpanSampler(stream, small_tok, context_len=96, max_suffix=24, rest_of_line=1.5)
