@@ -71,7 +71,7 @@ RANK_WEIGHTS = (2.1, 0.8, 0.6, 1.3, -0.7, 0.8, 0.7)
 @dataclass(frozen=True)
 class Draft:
     text: str  # the rest of the line after the cursor
-    source: str  # "typing-cache", "previous", "document", "workspace", "line-end" or "context"
+    source: str  # "typing-cache", "previous", "import", "syntax", "document", "workspace", "line-end" or "context"
     count: int  # its votes (document lines count DOCUMENT_WEIGHT)
 
 

@@ -33,6 +33,7 @@ from .context import Context
 from .context_cache import ContextCache
 from .diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
 from .drafts import MAX_LINE, Draft, LineTable, PreviousCompletions, draft_tokens, find_drafts
+from .import_drafts import import_drafts, workspace_imports
 from .postprocess import at_blank_line, choose_mode, postprocess
 from .syntax_check import BLAMED, Window, check, fits, header_drafts, is_python, judge, line_is_open, mended, window
 
@@ -209,14 +210,19 @@ class Engine:
         elif can.line_rules and mode == "line" and line_is_open(prefix[prefix.rfind("\n") + 1 :]):
             # Mid-line where the line cannot end yet (``x = ``, ``rv.``, ``for k in ``): nor may the answer.
             first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
-        checked = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and is_python(language)
+        python = is_python(language)
+        checked = s.syntax_candidates > 0 and can.alternatives and settings.temperature == 0 and python
         t_draft0 = time.perf_counter()
         win = window(prefix, suffix, file_start and file_end) if checked else None  # the compiler's, once for all
         offers, draft_ids, spare = [], None, []
         if s.drafts and settings.temperature == 0 and can.drafts:
             # Where the compiler leaves one header to write (``else:``...), it goes first.
             headers = [Draft(h, "syntax", 1) for h in header_drafts(win, prefix, suffix)] if win is not None else []
-            cheap = (*headers, *drafts, *self.previous.drafts(source, prefix))
+            # On an import line, the names the document uses and nothing imports yet go first.
+            whole = python and file_start and file_end
+            imports = import_drafts(prefix, suffix, lambda: workspace_imports(lines, source)) if whole else []
+            imports = [Draft(text, "import", 1) for text in imports]
+            cheap = (*imports, *headers, *drafts, *self.previous.drafts(source, prefix))
             wanted = max(s.draft_candidates, alternatives)
             found = find_drafts(prefix, suffix, lines, source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap)
             if win is not None:  # a draft the compiler blames is wrong (or uses a name nothing binds): the next one
