@@ -220,7 +220,10 @@ class Engine:
             headers = [Draft(h, "syntax", 1) for h in header_drafts(win, prefix, suffix)] if win is not None else []
             # On an import line, the names the document uses and nothing imports yet go first.
             whole = python and file_start and file_end
-            imports = import_drafts(prefix, suffix, lambda: workspace_imports(lines, source)) if whole else []
+            try:
+                imports = import_drafts(prefix, suffix, lambda: workspace_imports(lines, source)) if whole else []
+            except Exception:  # drafts are a help: whatever goes wrong there, the model still answers
+                imports = []
             imports = [Draft(text, "import", 1) for text in imports]
             cheap = (*imports, *headers, *drafts, *self.previous.drafts(source, prefix))
             wanted = max(s.draft_candidates, alternatives)

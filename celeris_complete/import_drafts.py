@@ -27,7 +27,10 @@ import importlib
 import inspect
 import re
 import symtable
+import warnings
 from collections import Counter, defaultdict
+
+from .syntax_check import PARSE_LOCK
 
 FROM_IMPORT = re.compile(r"from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^()#]*)\)?[ \t]*(?:#.*)?$")
 PLAIN_IMPORT = re.compile(r"import[ \t]+([\w.]+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[\w.]+(?:[ \t]+as[ \t]+\w+)?)*)$")
@@ -45,6 +48,7 @@ STANDARD_MODULES = (
 )  # fmt: skip
 FUTURE_ANNOTATIONS = re.compile(r"^from[ \t]+__future__[ \t]+import[ \t][^\n]*\bannotations\b", re.MULTILINE)
 TYPE_CHECKING_BLOCK = re.compile(r"if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:")  # imports for annotations only
+MAX_STATEMENT = 300  # characters: a longer import line is not read (nor its regular expression run)
 MAX_DOCUMENT = 120_000  # characters: a larger document gets no import drafts (its parse costs ~0.4 ms per 1,000)
 NEIGHBOUR_LINES = 20  # lines looked through for the code line above and below the cursor's
 
@@ -75,6 +79,8 @@ STANDARD_NAMES = _standard_names(STANDARD_MODULES)
 def parse_import(statement: str) -> tuple[str | None, list[tuple[str, str]]] | None:
     """(module or None for ``import x``, [(what is imported, the name it binds)]) of one import statement
     on one line; None for anything else."""
+    if len(statement) > MAX_STATEMENT:
+        return None
     m = FROM_IMPORT.match(statement)
     if m:
         names = []
@@ -98,17 +104,45 @@ def parse_import(statement: str) -> tuple[str | None, list[tuple[str, str]]] | N
     return None
 
 
-# The last document's unbound names, by the hashes of the text above and below the cursor's line:
-# typing on an import line asks again with only that line changed. One tuple, replaced whole.
-_last: tuple[tuple[int, int] | None, frozenset[str] | None] = (None, None)
+class _DocumentNames:
+    """A document's unbound names, and (parsed when first asked) those of them only written before a dot."""
+
+    def __init__(self, source: str, unbound: frozenset[str]) -> None:
+        self.source, self.unbound = source, unbound
+        self._bases: frozenset[str] | None = None
+
+    def bases(self) -> frozenset[str]:
+        if self._bases is None:
+            self._bases = attribute_bases(_parse(self.source), self.unbound)
+        return self._bases
+
+
+# The last document's unbound names and those of them only ever written before a dot, by the hashes
+# of the text above and below the cursor's line and its indentation: typing on an import line asks
+# again with only that line changed. One tuple, replaced whole.
+_last: tuple[tuple[int, int, str] | None, _DocumentNames | None] = (None, None)
+STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+\*", re.MULTILINE)
+
+
+def _parse(source: str) -> ast.Module | None:
+    """``source``'s syntax tree, or None; under the compiler checks' lock (the parser is not
+    thread-safe) and without their warnings."""
+    try:
+        with PARSE_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
+        return None
 
 
 def unbound_names(source: str) -> frozenset[str] | None:
     """The names some scope of ``source`` reads as globals that the module never binds (builtins
-    aside); None when it does not parse."""
+    aside; nor a name a function declares ``global`` and assigns); None when it does not parse."""
     try:
-        top = symtable.symtable(source, "<document>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        with PARSE_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            top = symtable.symtable(source, "<document>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
         return None
     bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
     out: set[str] = set()
@@ -118,18 +152,33 @@ def unbound_names(source: str) -> frozenset[str] | None:
         for s in table.get_symbols():
             if s.is_referenced() and (table is top or s.is_global()):
                 out.add(s.get_name())
+            if table is not top and s.is_declared_global() and (s.is_assigned() or s.is_imported()):
+                bound.add(s.get_name())  # ``global x; x = ...`` in a function, or a walrus in a comprehension
         tables.extend(table.get_children())
     if FUTURE_ANNOTATIONS.search(source):  # annotations left unevaluated are not in the symbol table
-        out |= annotation_names(source)
+        tree = _parse(source)
+        out |= annotation_names(tree) if tree is not None else set()
     return frozenset(n for n in out - bound - BUILTINS if not n.startswith("__"))
 
 
-def annotation_names(source: str) -> set[str]:
-    """The names read in ``source``'s annotations (string annotations included)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
+def attribute_bases(tree: ast.Module | None, names: frozenset[str]) -> frozenset[str]:
+    """Those of ``names`` that ``tree``'s code reads and only ever as the base of an attribute
+    (``name.attr``): modules, most likely."""
+    if tree is None or not names:
+        return frozenset()
+    bases: Counter = Counter()
+    reads: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            reads[node.id] += 1
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+            bases[node.value.id] += 1
+    return frozenset(n for n, k in reads.items() if bases[n] == k)
+
+
+def annotation_names(tree: ast.Module) -> set[str]:
+    """The names read in the annotations of ``tree``'s definitions (string annotations included, not
+    the strings of ``Literal[...]`` nor ``Annotated``'s metadata)."""
     found: set[str] = set()
     pending: list[ast.AST] = []
     statements: list = list(tree.body)  # statements only: annotations sit on definitions and AnnAssign
@@ -146,14 +195,25 @@ def annotation_names(source: str) -> set[str]:
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             statements.extend(getattr(node, field, ()))
     while pending:
-        for node in ast.walk(pending.pop()):
-            if isinstance(node, ast.Name):
-                found.add(node.id)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 200:
-                try:
-                    pending.append(ast.parse(node.value, mode="eval"))
-                except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    pass
+        node = pending.pop()
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 200:
+            try:
+                pending.append(ast.parse(node.value, mode="eval").body)
+            except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
+                pass
+        elif isinstance(node, ast.Subscript):
+            pending.append(node.value)
+            generic = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+            if generic == "Literal":
+                continue  # its strings are values, not names
+            if generic == "Annotated" and isinstance(node.slice, ast.Tuple) and node.slice.elts:
+                pending.append(node.slice.elts[0])  # the rest is metadata
+            else:
+                pending.append(node.slice)
+        elif isinstance(node, ast.expr):
+            pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
     return found
 
 
@@ -191,16 +251,19 @@ def _sort_key(statement: str) -> tuple[str, str]:
     return ((module or names[0][0]).lower(), ", ".join(n for n, _ in names).lower() if module else "")
 
 
-def _only_attribute_base(name: str, text: str) -> bool:
-    """Whether ``name`` occurs in ``text`` (as a word, not an attribute) and always before a dot."""
-    uses = re.findall(rf"(?<![\w.]){re.escape(name)}\b(\.?)", text)
-    return bool(uses) and all(uses)
-
-
 def _name_order(name: str) -> tuple[int, str]:
     """isort's order within a line: constants, then classes, then the rest, each alphabetically."""
     kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
     return kind, name.lower()
+
+
+def _document_names(source: str) -> _DocumentNames | None:
+    """The unbound names of ``source``, or None when it does not parse, has none, or imports ``*``
+    (which may bind anything)."""
+    if STAR_IMPORT.search(source):
+        return None
+    unbound = unbound_names(source)
+    return _DocumentNames(source, unbound) if unbound else None
 
 
 def import_drafts(prefix: str, suffix: str, workspace=None, limit: int = 3) -> list[str]:
@@ -226,13 +289,14 @@ def import_drafts(prefix: str, suffix: str, workspace=None, limit: int = 3) -> l
     if not (STARTS_IMPORT.match(typed) or (among_imports and ("from".startswith(typed) or "import".startswith(typed)))):
         return []
     global _last
-    key = (hash(prefix[:start]), hash(below))
+    key = (hash(prefix[:start]), hash(below), indent)
     seen = _last
     if seen[0] != key:
-        seen = _last = (key, unbound_names(prefix[:start] + indent + "pass\n" + below))
-    unbound = seen[1]
-    if not unbound:
+        seen = _last = (key, _document_names(prefix[:start] + indent + "pass\n" + below))
+    if seen[1] is None:
         return []
+    document = seen[1]
+    unbound = document.unbound
     # How each name is imported: as the workspace's import lines do (their votes), or the document's own
     # (no votes: one a function makes locally); a module the document already imports from breaks ties.
     document_imports = Counter(
@@ -253,10 +317,9 @@ def import_drafts(prefix: str, suffix: str, workspace=None, limit: int = 3) -> l
             for imported, bound in names:
                 if bound in unbound:
                     ways[bound][(module, imported)] += votes * weight
-    document = prefix[:start] + below
     for bound in unbound - ways.keys():  # where nothing else says, the standard library's module for it
         module = STANDARD_NAMES.get(bound)
-        if module is not None and not _only_attribute_base(bound, document):
+        if module is not None and bound not in document.bases():
             ways[bound][(module, bound)] = 0
     single = any(n > 1 for n in modules_here.values())  # one name per line: the document's style
     by_module: dict[str, list[str]] = defaultdict(list)
@@ -264,9 +327,14 @@ def import_drafts(prefix: str, suffix: str, workspace=None, limit: int = 3) -> l
     module_votes: Counter = Counter()
     lines: list[str] = []
     for bound, counts in ways.items():
-        (module, imported), n = max(counts.items(), key=lambda kv: (kv[1] + 0.5 * (kv[0][0] in modules_here), kv[0]))
+        (module, imported), n = max(
+            counts.items(), key=lambda kv: (kv[1] + 0.5 * (kv[0][0] in modules_here), kv[0][0] or "", kv[0][1])
+        )
         name = imported if imported == bound else f"{imported} as {bound}"
-        if module is None:
+        if module is None and imported.split(".")[0] == bound:  # ``import os.path`` binds ``os``
+            lines.append(f"import {imported}")
+            votes[lines[-1]] = n
+        elif module is None:
             lines.append(f"import {name}")
             votes[lines[-1]] = n
         elif single:
@@ -284,10 +352,11 @@ def import_drafts(prefix: str, suffix: str, workspace=None, limit: int = 3) -> l
     modules = {p[0] for p in map(parse_import, (n for n in (up, down) if n is not None)) if p is not None and p[0]}
     if (typed_module := TYPED_MODULE.match(typed)) is not None:
         modules.add(typed_module.group(1))
+    modules.discard("__future__")
     guessed = set()
     for bound in sorted(unbound - ways.keys())[:MAX_GUESSED]:
         guessed.update(f"from {module} import {bound}" for module in modules)
-        if not bound[0].isupper() and _only_attribute_base(bound, document):
+        if not bound[0].isupper() and bound in document.bases():
             guessed.add(f"import {bound}")
     lines += sorted(guessed - set(lines))
 

@@ -41,6 +41,35 @@ def test_unevaluated_annotations_count_as_reads():
     assert unbound_names(future) == {"Iterable", "Mapping", "Any", "Widget"}
 
 
+def test_names_bound_in_other_ways_are_not_unbound():
+    declared = "def init():\n    global path\n    path = 1\n\ndef use():\n    return path\n"
+    assert unbound_names(declared) == frozenset()
+    assert unbound_names("xs = [(q := p) for p in ys]\nprint(q)\n") == {"ys"}
+    literal = "from __future__ import annotations\n\ndef f(m: Literal['read'], n: Annotated[int, 'count']):\n    pass\n"
+    assert unbound_names(literal) == {"Literal", "Annotated"}
+    # A star import may bind anything: no drafts.
+    assert import_drafts("from os import *\n", "\n\nprint(getcwd())\n", None) == []
+
+
+def test_what_the_drafts_write_binds_the_names_the_document_uses():
+    # ``import os.path`` binds ``os``: drafted as it is, never as ``import os.path as os``.
+    assert import_drafts("import sys\n", "\n\nprint(os.path.join(sys.argv[0], os.getcwd()))\n",
+                         lambda: Counter({"import os.path": 3})) == ["import os.path"]  # fmt: skip
+    # Two ways to import one name with equal votes (``import datetime``, ``from datetime import datetime``):
+    # one is chosen, nothing raises.
+    tie = Counter({"import datetime": 1, "from datetime import datetime": 1})
+    assert len(import_drafts("import os\n", "\n\nstamp = datetime.now()\n", lambda: tie)) == 1
+    # Words in a docstring are not uses: ``time`` only used before a dot is still a module.
+    below = '\n\n\ndef nap():\n    """Sleep for some time, then return."""\n    time.sleep(1)\n'
+    assert import_drafts("import os\n", below, None) == ["import time"]
+
+
+def test_the_cursor_line_s_indentation_is_part_of_the_cache_key():
+    below = "\n\nx = textwrap.dedent(os.sep)\n"
+    assert import_drafts("import os\n    import t", below, None) == []  # does not parse: nothing
+    assert import_drafts("import os\nimport t", below, None) == ["extwrap"]
+
+
 def test_a_type_checking_block_is_among_imports():
     prefix = "from __future__ import annotations\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    "
     below = "\n\n\ndef f(x: Iterable) -> None:\n    pass\n"
