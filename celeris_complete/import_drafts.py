@@ -30,7 +30,8 @@ import symtable
 import warnings
 from collections import Counter, defaultdict
 
-from .syntax_check import PARSE_LOCK
+from .names_check import STAR_IMPORT
+from .syntax_check import PARSE_LOCK, parse
 
 FROM_IMPORT = re.compile(r"from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([^()#]*)\)?[ \t]*(?:#.*)?$")
 PLAIN_IMPORT = re.compile(r"import[ \t]+([\w.]+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[\w.]+(?:[ \t]+as[ \t]+\w+)?)*)$")
@@ -83,25 +84,28 @@ def parse_import(statement: str) -> tuple[str | None, list[tuple[str, str]]] | N
         return None
     m = FROM_IMPORT.match(statement)
     if m:
-        names = []
-        for part in m.group(2).split(","):
-            alias = ALIAS.match(part.strip())
-            if alias is None:
-                if part.strip():
-                    return None
-                continue
-            names.append((alias.group(1), alias.group(2) or alias.group(1)))
+        names = _aliases(m.group(2), plain=False)
         return (m.group(1), names) if names and m.group(1) else None
     m = PLAIN_IMPORT.match(statement)
     if m:
-        out = []
-        for part in m.group(1).split(","):
-            alias = ALIAS.match(part.strip())
-            if alias is None:
-                return None
-            out.append((alias.group(1), alias.group(2) or alias.group(1).split(".")[0]))
-        return None, out
+        names = _aliases(m.group(1), plain=True)
+        return (None, names) if names else None
     return None
+
+
+def _aliases(text: str, plain: bool) -> list[tuple[str, str]] | None:
+    """[(what is imported, the name it binds)] of ``a, b as c`` (an empty part, as after a trailing
+    comma, skipped); ``import a.b`` binds ``a``. None if a part is not a name."""
+    out = []
+    for part in text.split(","):
+        alias = ALIAS.match(part.strip())
+        if alias is None:
+            if part.strip():
+                return None
+            continue
+        imported = alias.group(1)
+        out.append((imported, alias.group(2) or (imported.split(".")[0] if plain else imported)))
+    return out
 
 
 class _DocumentNames:
@@ -113,7 +117,7 @@ class _DocumentNames:
 
     def bases(self) -> frozenset[str]:
         if self._bases is None:
-            self._bases = attribute_bases(_parse(self.source), self.unbound)
+            self._bases = attribute_bases(parse(self.source), self.unbound)
         return self._bases
 
 
@@ -121,18 +125,6 @@ class _DocumentNames:
 # of the text above and below the cursor's line and its indentation: typing on an import line asks
 # again with only that line changed. One tuple, replaced whole.
 _last: tuple[tuple[int, int, str] | None, _DocumentNames | None] = (None, None)
-STAR_IMPORT = re.compile(r"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+\*", re.MULTILINE)
-
-
-def _parse(source: str) -> ast.Module | None:
-    """``source``'s syntax tree, or None; under the compiler checks' lock (the parser is not
-    thread-safe) and without their warnings."""
-    try:
-        with PARSE_LOCK, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, SystemError):
-        return None
 
 
 def unbound_names(source: str) -> frozenset[str] | None:
@@ -156,7 +148,7 @@ def unbound_names(source: str) -> frozenset[str] | None:
                 bound.add(s.get_name())  # ``global x; x = ...`` in a function, or a walrus in a comprehension
         tables.extend(table.get_children())
     if FUTURE_ANNOTATIONS.search(source):  # annotations left unevaluated are not in the symbol table
-        tree = _parse(source)
+        tree = parse(source)
         out |= annotation_names(tree) if tree is not None else set()
     return frozenset(n for n in out - bound - BUILTINS if not n.startswith("__"))
 
