@@ -27,6 +27,11 @@ from .train import TrainArgs, train
 ADAPT_SUFFIXES = (".py",)  # what the model reads; other sources stay for snippets only
 CHECK_FILE = "check.json"
 CHECK_BATCHES = 16  # 512 held-out spans, the same ones for both models
+# The batch a step averages over, in context tokens: a CPU's, never the batch of the GPU run that made
+# the base model (128 x 1,024 tokens took 23.7 GB and the out-of-memory killer on a 24 GB machine).
+# 8 samples of 1,024 tokens, about the 16 x 384 (+ span) of the adaptations bench adapt first measured.
+BATCH_TOKENS = 8192
+MEMORY_MB = 2048.0  # beside an editor, unless the setting adapt_memory_mb says otherwise
 
 
 def adapt_dir(workspace: Path) -> Path:
@@ -63,7 +68,8 @@ def adapt(
     **train_options,
 ) -> Path:
     """Train a copy of the configured model on ``workspace``, then ``check`` it against the base
-    model (``check_batches`` 0: no check); returns the adapted model's directory."""
+    model (``check_batches`` 0: no check); returns the adapted model's directory.  The process keeps
+    to ``settings.adapt_memory_mb`` (micro-batches sized for this machine)."""
     workspace = Path(workspace).expanduser()
     if not workspace.is_dir():
         raise CelerisError(f"{workspace}: not a folder")
@@ -88,7 +94,8 @@ def adapt(
     options = {
         "context_len": context_len,
         "max_suffix": int(trained.get("args", {}).get("max_suffix") or min(128, context_len // 3)),
-        "batch_size": int(trained.get("batch_size") or 16),
+        "batch_size": max(1, round(BATCH_TOKENS / context_len)),
+        "memory_mb": float(settings.adapt_memory_mb),
         "warmup_steps": 20,  # a short run: 200 warm-up steps would never end in 10 minutes here
         "eval_every": 50,
         # Accuracy only: decoding the held-out spans took 7 of the 10 minutes of a 20-second run on this
@@ -100,20 +107,23 @@ def adapt(
     args = TrainArgs(output=out, roots=[src], init_from=base, minutes=minutes, lr=lr, **options)
     train(args)
     if check_batches:
-        check(out, base, check_batches)
+        check(out, base, check_batches, memory_mb=options["memory_mb"])
     return out
 
 
-def check(adapted: Path, base: Path, batches: int = CHECK_BATCHES) -> dict:
+def check(adapted: Path, base: Path, batches: int = CHECK_BATCHES, memory_mb: float = MEMORY_MB) -> dict:
     """Both models on the adapted run's held-out workspace files (the same spans for each): the
     adapted model passes when its masked-token accuracy there is not below the base model's.
     Written to ``adapted/check.json``."""
     from .validation import validate_model_dir
 
     held_out = adapted / ".work" / "val.bin"
+    # Samples per pass: a pass without gradients took 40 MB a sample of 1,024 tokens (the shipped model),
+    # so a sixth of the budget at ~43 MB each: 8 within 2 GB.
+    chunk = max(1, min(32, int(memory_mb / 256)))
     figures = {
-        "base": validate_model_dir(base, batches=batches, tokens_file=held_out, decode=False),
-        "adapted": validate_model_dir(adapted, batches=batches, tokens_file=held_out, decode=False),
+        m: validate_model_dir(path, batches=batches, tokens_file=held_out, decode=False, chunk=chunk)
+        for m, path in (("base", base), ("adapted", adapted))
     }
     passed = figures["adapted"]["content_acc"] >= figures["base"]["content_acc"]
     result = {"passed": passed, "metric": "content_acc", "base_model": str(base), **figures}

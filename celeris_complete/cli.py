@@ -94,6 +94,13 @@ def train(
     stretch_steps: Annotated[
         Optional[int], typer.Option(help="Stop after this many steps, as --stretch-minutes.")
     ] = None,
+    memory_mb: Annotated[
+        Optional[float],
+        typer.Option(
+            help="On the CPU: the process's memory budget in MB (default: half of the memory available); "
+            "each step's batch is split into passes that fit it."
+        ),
+    ] = None,
 ) -> None:
     """Train the infill model (resumes from OUTPUT/.work/checkpoint.safetensors when present)."""
     from . import corpus as corpus_mod
@@ -142,6 +149,7 @@ def train(
         rest_of_line=rest_of_line,
         stretch_minutes=stretch_minutes,
         stretch_steps=stretch_steps,
+        memory_mb=memory_mb,
     )
     try:
         path = run_train(args)
@@ -162,6 +170,10 @@ def adapt(
     model: Annotated[Optional[str], typer.Option(help="Model to start from (default: the configured one).")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start over from a new snapshot of the workspace.")] = False,
     parent_pid: Annotated[Optional[int], typer.Option(hidden=True, help="Stop when this process ends.")] = None,
+    memory_mb: Annotated[
+        Optional[float],
+        typer.Option(help="Memory budget in MB (default: the setting adapt_memory_mb, 2048)."),
+    ] = None,
 ) -> None:
     """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
     compare it with the model it started from on held-out workspace files; the result goes under the
@@ -174,7 +186,10 @@ def adapt(
     if parent_pid:  # started by the language server: its checkpoint stays for the next start
         exit_with_parent(parent_pid, code=3, direct=True)
     try:
-        settings = load_settings({"model": model} if model else {})
+        overrides = {"model": model} if model else {}
+        if memory_mb is not None:
+            overrides["adapt_memory_mb"] = memory_mb
+        settings = load_settings(overrides)
         out = run_adapt(workspace, settings, minutes, fresh=fresh)
         verdict = json.loads((out / CHECK_FILE).read_text(encoding="utf-8"))
     except CelerisError as exc:
@@ -286,7 +301,14 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default; any other needs an API key).")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[
+        int,
+        typer.Option(
+            help="TCP port; 0: a free one the system picks. Once the server accepts connections it prints one "
+            "line on stdout, `listening on http://HOST:PORT`, with the port it got (with --ray: once the "
+            "replicas are serving)."
+        ),
+    ] = 8000,
     model: ModelOption = None,
     model_name: Annotated[
         Optional[str], typer.Option(help="The model id clients send and /v1/models lists (default celeris-DIRNAME).")
@@ -349,8 +371,10 @@ def serve(
     levels = ("critical", "error", "warning", "info", "debug")
     if log_level not in levels:
         fail(f"--log-level must be one of {', '.join(levels)}")
-    if not 0 < port < 65536:
-        fail("--port must be between 1 and 65535")
+    if not 0 <= port < 65536:
+        fail("--port must be between 0 (a free port) and 65535")
+    if ray and port == 0 and ray_address is not None:
+        fail("--port 0 is for a local Ray instance (a cluster's proxies bind the port on every node)")
     if max_queue < 1 or max_n < 1 or max_body_bytes < 1 or max_deadline_ms <= 0:
         fail("--max-queue, --max-n, --max-body-bytes and --max-deadline-ms must be positive")
     if not 1 <= max_batch <= 256:

@@ -140,6 +140,14 @@ OPTIONS: dict[str, Option] = {
         "type) and switch to it once it does at least as well as the base model on held-out workspace files.",
     ),
     "adapt_minutes": Option(float, 10.0, "Training time of a background adaptation.", minimum=0.1, maximum=1440.0),
+    "adapt_memory_mb": Option(
+        float,
+        2048.0,
+        "Memory budget of an adaptation (`adapt` and the language server's background one), in MB: the "
+        "training batch is split into passes that fit it on this machine.",
+        minimum=256.0,
+        maximum=1048576.0,
+    ),
     "alternatives": Option(int, 3, "Completions offered when the user asks for them.", minimum=1, maximum=10),
     "ignore_globs": Option(list, (), "Files (globs on the path) never completed."),
     "secret_globs": Option(

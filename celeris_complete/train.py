@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,9 +30,12 @@ from . import distributed
 from .data import Batch, SpanSampler, load_tokens, pretokenize
 from .errors import CelerisError
 from .hardware import cpu_has_bf16_dot
+from .memory import release_freed_memory
 from .model import InfillModel, ModelConfig
 from .model_dir import MANIFEST, TOKENIZER, LoadedModel, load_model_dir, save_model_dir
 from .tokenizer import CodeTokenizer
+from .train_memory import MemoryPlan, budget_mb, estimate_sample_mb, peak_resident_mb
+from .train_memory import plan as plan_memory
 from .validation import evaluate, make_masks
 
 PRESETS: dict[str, dict] = {
@@ -77,6 +81,9 @@ class TrainArgs:
     stretch_minutes: float | None = None
     stretch_steps: int | None = None
     log_every: int = 10
+    # On the CPU: the process's memory budget in MiB (None: half of what the machine has available). The
+    # batch is split into micro-batches that fit it, their gradients accumulated (train_memory.py).
+    memory_mb: float | None = None
     d_model: int | None = None
     n_layers: int | None = None
     n_heads: int | None = None
@@ -234,6 +241,68 @@ def prepare_data(
     return tok, train_bin, val_bin
 
 
+def accumulate(
+    batch: Batch,
+    t: torch.Tensor,
+    masked: torch.Tensor,
+    micro: int,
+    loss_of: Callable[[Batch, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+) -> tuple[float, float, float]:
+    """Backward passes over ``batch`` in micro-batches of ``micro`` samples, each loss weighted by its
+    share of the batch: the gradients add up to the whole batch's.  Returns its (total, context, span)
+    losses."""
+    n = len(batch.context)
+    sums = [0.0, 0.0, 0.0]
+    for lo in range(0, n, micro):
+        part = slice(lo, min(n, lo + micro))
+        share = (part.stop - part.start) / n
+        piece = Batch(batch.context[part], batch.canvas[part], batch.span_len[part])
+        loss, loss_ctx, loss_span = loss_of(piece, t[part], masked[part])
+        (loss * share).backward()
+        for i, value in enumerate((loss, loss_ctx, loss_span)):
+            sums[i] += value.item() * share
+    return sums[0], sums[1], sums[2]
+
+
+def _plan_memory(
+    args: TrainArgs,
+    model: InfillModel,
+    opt: torch.optim.Optimizer,
+    sampler: SpanSampler,
+    batch: int,
+    tok: CodeTokenizer,
+    amp: torch.dtype | None,
+    procs: distributed.Processes,
+) -> MemoryPlan | None:
+    """The micro-batch of the longest context that keeps a CPU run inside its memory budget: measured
+    with passes over held-aside samples (the run's own random streams untouched), rank 0's plan on
+    every process."""
+    budget = budget_mb(args.memory_mb)
+    if budget is None:
+        return None
+    canvas = max(CANVAS_CHOICES)
+    rng, gen = np.random.default_rng(0), torch.Generator().manual_seed(0)
+
+    def step(n: int) -> None:
+        b = sampler.sample(rng, n, canvas)
+        t, masked = make_masks(gen, n, canvas, "cpu")
+        loss, _, _ = losses(model, b, t, masked, tok, "cpu", amp, args.eos_weight)
+        loss.backward()
+        opt.zero_grad(set_to_none=True)
+
+    cfg = model.cfg
+    params_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / (1024 * 1024)
+    # AdamW's two moments, allocated at the first step, and as much again for its temporaries.
+    optimizer_mb = 2 * params_mb if opt.state else 4 * params_mb
+    estimate = estimate_sample_mb(sampler.context_len + canvas, cfg.d_model, cfg.n_layers, cfg.vocab_size)
+    memory = plan_memory(budget, batch, optimizer_mb, step, estimate)
+    if procs.world > 1:  # every process must run as many backward passes (each one synchronises)
+        figures = (memory.budget_mb, memory.fixed_mb, memory.sample_mb, memory.micro_batch)
+        budget, fixed, sample, micro = (procs.agree(x) for x in figures)
+        memory = MemoryPlan(budget, fixed, sample, int(micro), memory.measured)
+    return memory
+
+
 def _lineage(init: LoadedModel | None) -> dict | None:
     """What the starting model was, for the model card: its own training and lineage."""
     if init is None:
@@ -348,6 +417,15 @@ def _train(
             f"batches of {sorted(batch_for.values())} samples do not split over {procs.world} processes: "
             "give a --batch-size that does"
         )
+    memory = None
+    if device == "cpu":
+        memory = _plan_memory(args, model, opt, samplers[L], batch_for[L] // procs.world, tok, amp, procs)
+    local = {n: batch_for[n] // procs.world for n in lengths}
+    longest = L + max(CANVAS_CHOICES)
+    micro_for = dict(local)
+    if memory is not None:
+        micro_for = {n: memory.micro_batch_for(n + max(CANVAS_CHOICES), longest, local[n]) for n in lengths}
+    eval_chunk = 32 if memory is None else memory.micro_batch_for(L + 32, longest, 32, inference=True)
     t_start = time.time() - state["elapsed"]
     last_ckpt = time.time()
     ema = None
@@ -359,6 +437,14 @@ def _train(
         + (f"; {procs.world} processes" if procs.world > 1 else ""),
         final=True,
     )
+    if memory is not None:
+        progress.show(
+            memory.describe()
+            + "; micro-batches of "
+            + ", ".join(f"{micro_for[n]} x {n}" for n in lengths)
+            + (" (gradients accumulated)" if any(micro_for[n] < local[n] for n in lengths) else ""),
+            final=True,
+        )
     stretch_start, stretch_step0 = time.time(), state["step"]
 
     def fraction_done() -> float:
@@ -371,6 +457,9 @@ def _train(
             return True
         minutes = args.stretch_minutes
         return minutes is not None and procs.agree(time.time() - stretch_start) >= minutes * 60
+
+    def loss_of(part: Batch, t_part: torch.Tensor, masked_part: torch.Tensor):
+        return losses(forward, part, t_part, masked_part, tok, device, amp, args.eos_weight)
 
     while (frac := fraction_done()) < 1.0:
         if stretch_over():
@@ -393,17 +482,16 @@ def _train(
             mine = procs.slice(b_size)
             batch = Batch(batch.context[mine], batch.canvas[mine], batch.span_len[mine])
             t, masked = t[mine], masked[mine]
-        loss, loss_ctx, loss_span = losses(forward, batch, t, masked, tok, device, amp, args.eos_weight)
-        if not torch.isfinite(loss):
-            raise CelerisError(f"training diverged at step {step} (loss {loss.item()}); lower --lr")
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss, loss_ctx, loss_span = accumulate(batch, t, masked, micro_for[n_ctx], loss_of)
+        if not math.isfinite(loss):
+            raise CelerisError(f"training diverged at step {step} (loss {loss}); lower --lr")
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         state["step"] = step + 1
         state["tokens"] += b_size * (n_ctx + canvas)
         state["elapsed"] = time.time() - t_start
-        vals = procs.mean((loss.item(), loss_ctx.item(), loss_span.item()))
+        vals = procs.mean((loss, loss_ctx, loss_span))
         ema = vals if ema is None else tuple(0.95 * e + 0.05 * v for e, v in zip(ema, vals))
         if state["step"] % args.log_every == 0:
             tps = state["tokens"] / max(1e-9, state["elapsed"])
@@ -412,9 +500,10 @@ def _train(
             progress.show(
                 f"step {state['step']} {f * 100:5.1f}% loss {ema[0]:.3f} (ctx {ema[1]:.3f} span {ema[2]:.3f}) "
                 f"lr {lr:.2e} {tps:,.0f} tok/s ETA {eta / 60:.1f} min"
+                + (f" peak {peak_resident_mb():,.0f} MB" if device == "cpu" else "")
             )
         if state["step"] % args.eval_every == 0 and procs.main:
-            figures = evaluate(model, val_sampler, tok, device, amp, decode=args.eval_decode)
+            figures = evaluate(model, val_sampler, tok, device, amp, decode=args.eval_decode, chunk=eval_chunk)
             state["history"].append({"step": state["step"], "tokens": state["tokens"], "loss": ema[0], **figures})
             progress.show(f"eval step {state['step']}: " + json.dumps(figures), final=True)
         if procs.main and time.time() - last_ckpt > args.checkpoint_minutes * 60:
@@ -424,8 +513,12 @@ def _train(
         procs.barrier()  # rank 0 writes the checkpoint and the model directory
         return out
     save_checkpoint(ckpt, model, opt, dict(state), np_rng, torch_rng)
-    figures = evaluate(model, val_sampler, tok, device, amp, batches=16, decode=args.eval_decode)
+    opt.zero_grad(set_to_none=True)
+    release_freed_memory()  # the training passes' memory, before the evaluation's
+    figures = evaluate(model, val_sampler, tok, device, amp, batches=16, decode=args.eval_decode, chunk=eval_chunk)
     progress.show("final validation: " + json.dumps(figures), final=True)
+    if device == "cpu":
+        progress.show(f"peak resident memory {peak_resident_mb():,.0f} MB", final=True)
     meta = {
         "training": {
             "preset": args.preset,
@@ -439,6 +532,7 @@ def _train(
             "autocast": str(amp),
             "seed": args.seed,
             "batch_size": B,
+            **({"micro_batches": {str(n): micro_for[n] for n in lengths}} if memory is not None else {}),
             "context_len": L,
             "context_lens": {str(n): batch_for[n] for n in lengths},
             "lr": preset["lr"],

@@ -35,6 +35,7 @@ def evaluate(
     amp,
     batches: int = 4,
     decode: bool = True,
+    chunk: int = 32,
 ) -> dict:
     """Figures on a fixed set of held-out samples (the same samples for the same data and seed).
 
@@ -43,6 +44,7 @@ def evaluate(
     - exact_match: the whole span decoded from an all-mask canvas (32 slots, 8 steps) equals the truth;
     - empty_rate: how often that decoded span is empty when the truth is not.
     ``decode`` False leaves out the last two (most of the cost), for a quick comparison of models.
+    ``chunk``: samples per forward pass (fewer to keep within a memory budget; the same samples).
     """
     was_training = model.training
     model.eval()
@@ -58,9 +60,9 @@ def evaluate(
         can = torch.from_numpy(b.canvas).to(device)
         _, masked = make_masks(g, ctx.shape[0], can.shape[1], device)
         x = torch.where(masked, tok.mask_id, can)
+        parts = [slice(lo, lo + chunk) for lo in range(0, ctx.shape[0], max(1, chunk))]
         with torch.autocast(**autocast):
-            _, logits = model(ctx, x)
-        pred = logits.argmax(-1)
+            pred = torch.cat([model(ctx[p], x[p])[1].argmax(-1) for p in parts])
         content = masked & (can != tok.eos_id)
         masked_n += int(masked.sum())
         correct += int(((pred == can) & masked).sum())
@@ -68,9 +70,11 @@ def evaluate(
         content_correct += int(((pred == can) & content).sum())
         if not decode:
             continue
+        settings = DecodeSettings(steps=8, threshold=0.9)
         with torch.autocast(**autocast):
-            _, kv = model.encode_context(ctx)
-            out, _ = diffuse(model, kv, can.shape[1], ids, DecodeSettings(steps=8, threshold=0.9))
+            out = torch.cat(
+                [diffuse(model, model.encode_context(ctx[p])[1], can.shape[1], ids, settings)[0] for p in parts]
+            )
         for row_out, row_true, n in zip(out, can, b.span_len.tolist()):
             if n >= can.shape[1]:
                 continue  # truncated spans have no single right answer inside the canvas
@@ -122,6 +126,7 @@ def validate_model_dir(
     context_len: int | None = None,
     tokens_file: Path | None = None,
     decode: bool = True,
+    chunk: int = 32,
 ) -> dict:
     """``tokens_file``: held-out tokens of another run (its .work/val.bin, made with this model's
     tokenizer) instead of this model's own held-out files, to compare models on the same data."""
@@ -144,5 +149,5 @@ def validate_model_dir(
         )
     sampler = SpanSampler(tokens, loaded.tokenizer, context_len, max_suffix)
     amp = pick_autocast(precision, "cpu")
-    figures = evaluate(loaded.model, sampler, loaded.tokenizer, "cpu", amp, batches, decode)
+    figures = evaluate(loaded.model, sampler, loaded.tokenizer, "cpu", amp, batches, decode, chunk)
     return {**figures, **found, "tokens": int(tokens.size), "context_len": context_len}

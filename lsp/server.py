@@ -75,7 +75,7 @@ class CelerisServer(LanguageServer):
         self.requests = 0
         self.model_calls = 0
         self.calls_started = 0
-        self.adaptation = Adaptation(self.switch_model)
+        self.adaptation = Adaptation(self.switch_model, on_failed=lambda m: self.warn(f"adapting the model: {m}"))
         self.failing: str | None = None  # the kind of the last completion failure shown to the user
         self.announced: set[str] = set()  # remote endpoints the user has been told about
 
@@ -157,7 +157,13 @@ class CelerisServer(LanguageServer):
 
         home = adapt_dir(Path(root))
         home.mkdir(parents=True, exist_ok=True)
-        self.adaptation.start(Path(root), self.settings.model, self.settings.adapt_minutes, home / "adapt.log")
+        self.adaptation.start(
+            Path(root),
+            self.settings.model,
+            self.settings.adapt_minutes,
+            home / "adapt.log",
+            memory_mb=self.settings.adapt_memory_mb,
+        )
 
     def switch_model(self, model_dir: Path) -> None:
         """Load ``model_dir`` beside the current model (completions go on meanwhile), then answer with it."""

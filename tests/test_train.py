@@ -43,26 +43,26 @@ def test_threads_are_the_runs_and_the_callers_come_back(small_corpus, tmp_path):
 
 
 def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, monkeypatch):
-    from celeris_complete import data
+    from celeris_complete import train as train_module
 
     straight = train(TrainArgs(output=tmp_path / "straight", roots=[small_corpus], steps=4, **TINY))
     out = tmp_path / "m"
-    real_sample = data.SpanSampler.sample
+    real_step = train_module.accumulate
     calls = {"n": 0}
 
-    def interrupted(self, *args, **kwargs):
+    def interrupted(*args, **kwargs):  # the third training step (the memory plan's passes aside)
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real_sample(self, *args, **kwargs)
+        return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(data.SpanSampler, "sample", interrupted)
+    monkeypatch.setattr(train_module, "accumulate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train(TrainArgs(output=out, roots=[small_corpus], steps=4, checkpoint_minutes=0, **TINY))
     assert (out / ".work" / "checkpoint.safetensors").exists()
     assert not (out / "model.safetensors").exists()
     assert not list(out.rglob("*.tmp")), "checkpoints are written then renamed"
-    monkeypatch.setattr(data.SpanSampler, "sample", real_sample)
+    monkeypatch.setattr(train_module, "accumulate", real_step)
     train(TrainArgs(output=out, roots=[small_corpus], steps=4, **TINY))
     assert json.loads((out / "config.json").read_text())["training"]["steps"] == 4
     wa = load_file(str(out / "model.safetensors"))
