@@ -29,7 +29,7 @@ CHECK_FILE = "check.json"
 CHECK_BATCHES = 16  # 512 held-out spans, the same ones for both models
 # The batch a step averages over, in context tokens: a CPU's, never the batch of the GPU run that made
 # the base model (128 x 1,024 tokens took 23.7 GB and the out-of-memory killer on a 24 GB machine).
-# 8 samples of 1,024 tokens, about the 16 x 384 (+ span) of the adaptations bench adapt first measured.
+# 16 samples of 512 tokens, about the 16 x 384 (+ span) of the adaptations bench adapt first measured.
 BATCH_TOKENS = 8192
 MEMORY_MB = 2048.0  # beside an editor, unless the setting adapt_memory_mb says otherwise
 
@@ -90,7 +90,7 @@ def adapt(
     except OSError:
         pass
     trained = loaded.meta.get("training", {})
-    context_len = int(loaded.meta.get("context_len", 384))
+    context_len = adapt_context_len(settings, int(loaded.meta.get("context_len", 384)))
     options = {
         "context_len": context_len,
         "max_suffix": int(trained.get("args", {}).get("max_suffix") or min(128, context_len // 3)),
@@ -111,6 +111,14 @@ def adapt(
     return out
 
 
+def adapt_context_len(settings: Settings, model_context: int) -> int:
+    """Contexts as long as the engine's (prefix, suffix and snippet budgets, a few markers; in steps of
+    128 tokens, at most the model's): 512 tokens with the default settings, where the shipped model was
+    trained on up to 1,024.  A shorter sample costs less, so a minute of adaptation sees more of them."""
+    engine = settings.prefix_tokens + settings.suffix_tokens + settings.snippet_tokens + 16
+    return min(model_context, max(256, -(-engine // 128) * 128))
+
+
 def check(adapted: Path, base: Path, batches: int = CHECK_BATCHES, memory_mb: float = MEMORY_MB) -> dict:
     """Both models on the adapted run's held-out workspace files (the same spans for each): the
     adapted model passes when its masked-token accuracy there is not below the base model's.
@@ -118,11 +126,14 @@ def check(adapted: Path, base: Path, batches: int = CHECK_BATCHES, memory_mb: fl
     from .validation import validate_model_dir
 
     held_out = adapted / ".work" / "val.bin"
+    context_len = json.loads((adapted / "config.json").read_text(encoding="utf-8"))["context_len"]  # both at it
     # Samples per pass: a pass without gradients took 40 MB a sample of 1,024 tokens (the shipped model),
     # so a sixth of the budget at ~43 MB each: 8 within 2 GB.
     chunk = max(1, min(32, int(memory_mb / 256)))
     figures = {
-        m: validate_model_dir(path, batches=batches, tokens_file=held_out, decode=False, chunk=chunk)
+        m: validate_model_dir(
+            path, batches=batches, tokens_file=held_out, decode=False, chunk=chunk, context_len=context_len
+        )
         for m, path in (("base", base), ("adapted", adapted))
     }
     passed = figures["adapted"]["content_acc"] >= figures["base"]["content_acc"]

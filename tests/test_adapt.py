@@ -54,3 +54,26 @@ def test_too_little_code_is_a_clear_error(tiny_model_dir, tmp_path, monkeypatch)
         adapt(tmp_path / "one", settings, minutes=0.05, **TRAIN)
     with pytest.raises(CelerisError, match="not a folder"):
         adapt(tmp_path / "missing", settings, minutes=0.05, **TRAIN)
+
+
+def test_adaptation_trains_on_the_engines_context_with_a_cpu_batch(monkeypatch, tmp_path):
+    """Not the base model's GPU batch (128 x 1,024): contexts as long as the engine's, 8,192 tokens a step."""
+    from celeris_complete import adapt as adapt_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    settings = load_settings({}, user_file=tmp_path / "none.toml")
+    assert adapt_module.adapt_context_len(settings, 1024) == 512  # 256 + 96 + 80 (+ markers)
+    assert adapt_module.adapt_context_len(settings, 384) == 384  # never longer than the model's
+    longer = settings.with_overrides({"prefix_tokens": 900}, "test")
+    assert adapt_module.adapt_context_len(longer, 1024) == 1024
+    seen = {}
+    monkeypatch.setattr(adapt_module, "train", lambda args: seen.setdefault("args", args))
+    monkeypatch.setattr(adapt_module, "load_model_dir", lambda path: type("M", (), {"meta": GPU_META})())
+    monkeypatch.setattr(adapt_module, "snapshot", lambda *a: ["a.py", "b.py"])
+    adapt(tmp_path, settings.with_overrides({"adapt_memory_mb": 1500}, "test"), 1.0, check_batches=0)
+    args = seen["args"]
+    assert (args.batch_size, args.context_len, args.memory_mb) == (16, 512, 1500.0)
+
+
+GPU_META = {"context_len": 1024, "training": {"batch_size": 128, "args": {"max_suffix": 128}}}
