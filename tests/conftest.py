@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import importlib
+import os
 import sysconfig
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,6 +26,25 @@ TINY = dict(
     validation_every=3,
 )
 SMALL_CORPUS_FILES = ["textwrap.py", "shlex.py", "fnmatch.py", "glob.py", "bisect.py", "heapq.py"]
+# Set to 1 to skip, rather than fail, the tests whose dependency (one the `test` extra lists) is missing.
+ALLOW_MISSING = "CELERIS_ALLOW_MISSING_TEST_DEPS"
+
+
+def require(module: str) -> ModuleType:
+    """Import ``module``, which needs test dependencies that pyproject.toml's `test` extra lists.
+
+    Where one is missing, the import is an error that names it (CI must fail, not skip what it
+    cannot run); with CELERIS_ALLOW_MISSING_TEST_DEPS=1 the tests that need it are skipped instead,
+    with the same words as the reason.  Called at a module's top it stands for the whole module."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module
+        needed = "" if missing == module else f", needed by {module}"
+        why = f"{missing} is not installed (a test dependency{needed}): pip install -e '.[test]'"
+        if os.environ.get(ALLOW_MISSING) == "1":
+            pytest.skip(f"{why} [skipped: {ALLOW_MISSING}=1]", allow_module_level=True)
+        raise ModuleNotFoundError(f"{why}; or set {ALLOW_MISSING}=1 to skip these tests", name=missing) from exc
 
 
 @pytest.fixture(scope="session")

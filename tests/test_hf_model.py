@@ -18,7 +18,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests.conftest import REPO, require
+
+transformers = require("transformers")
 
 from celeris_complete import hf_model  # noqa: E402
 from celeris_complete.config import load_settings  # noqa: E402
@@ -26,7 +28,6 @@ from celeris_complete.diffusion import DecodeSettings, diffuse, span_tokens  # n
 from celeris_complete.engine import Engine  # noqa: E402
 from celeris_complete.errors import CelerisError  # noqa: E402
 from celeris_complete.hf_model import HfDiffusionModel, detect_family, is_transformers_dir  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
 from tests.lsp_session import Session, run  # noqa: E402
 
 WORDS = (

@@ -17,7 +17,7 @@ import pytest
 from celeris_complete.errors import CelerisError
 from celeris_complete.serve import api_key_from, is_loopback
 from celeris_complete.serve_api import ApiError, cut_at_stop, parse_request, server_timing
-from tests.conftest import REPO
+from tests.conftest import REPO, require
 
 KEY = "test-key-0123456789abcdef"
 MASK = "\u2591"
@@ -385,7 +385,7 @@ def test_bench_serve_measures_the_engine_alone_as_the_loopback_reference(tiny_mo
 
 
 def test_openai_client_completions_with_suffix_and_streaming(server, client):
-    openai = pytest.importorskip("openai")
+    openai = require("openai")
     want = client.post("/v1/completions", json={**PLACE, "max_tokens": 24}).json()["choices"][0]["text"]
     api = openai.OpenAI(base_url=server.url + "/v1", api_key="not-needed-on-loopback", max_retries=0)
     plain = {"model": "celeris-default", "prompt": PLACE["prompt"], "suffix": PLACE["suffix"], "max_tokens": 24}
@@ -401,7 +401,7 @@ def test_openai_client_completions_with_suffix_and_streaming(server, client):
 
 
 def test_mistral_client_fim_complete(server, client):
-    mistral = pytest.importorskip("mistralai.client")
+    mistral = require("mistralai.client")
     want = client.post("/v1/fim/completions", json={**PLACE, "max_tokens": 24}).json()["choices"][0]["text"]
     with mistral.Mistral(api_key="not-needed-on-loopback", server_url=server.url) as api:
         got = api.fim.complete(

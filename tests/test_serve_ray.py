@@ -16,14 +16,12 @@ import httpx
 import pytest
 
 from celeris_complete.errors import CelerisError
-from tests.conftest import REPO
+from tests.conftest import REPO, require
 from tests.test_serve import KEY, PLACE, Served, free_port, sse_events
 
-serve_ray = pytest.importorskip(
-    "celeris_complete.serve_ray", reason="Ray Serve is not installed: pip install -e '.[ray]'"
-)
+serve_ray = require("celeris_complete.serve_ray")
 RayOptions = serve_ray.RayOptions
-ServeOptions = pytest.importorskip("celeris_complete.serve").ServeOptions
+ServeOptions = require("celeris_complete.serve").ServeOptions
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
 READY = "serving on http://127.0.0.1:"
