@@ -47,6 +47,30 @@ def require(module: str) -> ModuleType:
         raise ModuleNotFoundError(f"{why}; or set {ALLOW_MISSING}=1 to skip these tests", name=missing) from exc
 
 
+def resident_mb() -> float:
+    """This process's resident memory (Linux: /proc/self/statm), in MB."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def resident_drop_after_free(release, mb: int = 128) -> tuple[float, float]:
+    """(MB freed, MB by which resident memory then fell when ``release()`` ran).
+
+    Blocks of 64 KB (below glibc's mmap threshold: from the heap, not mappings of their own that free()
+    unmaps), every other one freed: the ones kept between them stop free() from shrinking the heap, so
+    what it freed stays resident until the allocator is told to give the pages back."""
+    blocks = [bytes(65536 - 64) for _ in range(mb * 32)]  # bytes(): zeroed, so each page is touched
+    kept = blocks[1::2]
+    before = resident_mb()
+    del blocks  # the other half
+    freed = resident_mb()
+    release()
+    dropped = freed - resident_mb()
+    del kept
+    assert before - freed < mb / 4, f"free() gave {before - freed:.0f} MB back itself: the check would prove nothing"
+    return float(mb), dropped
+
+
 @pytest.fixture(scope="session")
 def small_corpus(tmp_path_factory) -> Path:
     """A directory of a few real standard-library modules (plus copies under other names)."""

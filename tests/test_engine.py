@@ -4,7 +4,7 @@ import pytest
 
 from celeris_complete.config import load_settings
 from celeris_complete.drafts import Draft
-from celeris_complete.engine import Engine
+from celeris_complete.engine import Completion, Engine
 
 PROMPTS = [
     ("def add(a, b):\n    return ", "\n"),
@@ -97,9 +97,36 @@ def test_bf16_mostly_agrees_with_fp32(engine, shipped_model_dir):
 
 
 def test_odd_input_never_crashes(engine):
-    for prefix, suffix in [("", ""), ("\x00\x01", ""), ("😀" * 5000, "é" * 5000), ("\r\n" * 100, "\t" * 100)]:
-        done = engine.complete(prefix, suffix)
-        assert isinstance(done.text, str)
+    """Odd text around the cursor, with and without the compiler's check: an answer each time (no exception)
+    that an editor can take (valid Unicode; one line, not ending in blanks, in line mode; a context cut to the
+    model's window), and where the odd text surrounds an ordinary place, an answer that is not empty."""
+    odd = [
+        ("", ""),  # an empty file
+        ("\x00\x01", ""),  # control characters (the compiler takes no NUL)
+        ("😀" * 5000, "é" * 5000),  # far more than the window, none of it ASCII
+        ("\r\n" * 100, "\t" * 100),
+        ("x = '\udcff'\ny = ", "\n"),  # a lone surrogate: an editor's buffer can hold one, JSON carries it
+    ]
+    (add, end), (os_prefix, _) = PROMPTS[0], PROMPTS[1]
+    ordinary = [
+        ("\x00" * 10 + "\n" + add, end),
+        ("😀" * 5000 + "\n" + add, "\n" + "é" * 5000),
+        (add.replace("\n", "\r\n"), "\r\n"),
+        ("\ufeff" + os_prefix, end),  # a byte order mark
+        ("x = '\udcff'\n" + add, end),
+    ]
+    for prefix, suffix in odd + ordinary:
+        for mode in ("line", "block"):
+            for language in (None, "python"):
+                done = engine.complete(prefix, suffix, mode=mode, language=language)
+                case = (prefix[-30:], suffix[:10], mode, language, done.text)
+                assert isinstance(done, Completion) and done.mode == mode, case
+                done.text.encode("utf-8")  # valid Unicode: raises on a lone surrogate
+                assert 0 < done.context_tokens <= engine.max_context and done.steps >= 1, case
+                if mode == "line":
+                    assert "\n" not in done.text and done.text == done.text.rstrip(), case
+                if (prefix, suffix) in ordinary and language is None:  # (the compiler may withhold an answer)
+                    assert done.text.strip(), case
 
 
 def test_cache_hit_equals_miss_on_the_shipped_model(engine):

@@ -1,6 +1,9 @@
 """Engine mechanics on a small model written by the real training pipeline."""
 
+from pathlib import Path
+
 import pytest
+import torch
 
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Cancelled, Engine
@@ -61,9 +64,41 @@ def test_cancel_between_steps(tiny_model_dir):
         engine.complete(PREFIX, "\n", steps=8, should_cancel=cancel_after_first_step)
 
 
+def first_step_logits(engine):
+    """The logits of a first refinement step at PREFIX, from what the engine runs (traced graphs, eager
+    module or ONNX Runtime's sessions)."""
+    ids = torch.tensor([engine.tok.encode(PREFIX)])
+    with torch.inference_mode():
+        _, kv = engine.model.encode_context(ids)
+        return engine.model.span_step(torch.full((1, 8), engine.ids.mask), kv)
+
+
+def assert_tracks(fp32, int8):
+    """Int8 arithmetic (not the float numbers themselves) whose logits and answers stay close to fp32's."""
+    a, b = first_step_logits(fp32), first_step_logits(int8)
+    gap = (a - b).abs().max().item()
+    assert gap > 1e-4, f"the same logits as fp32 (off by {gap:g}): not int8 arithmetic"
+    assert gap < 0.2 * a.std().item(), f"logits off by {gap:g} (their spread: {a.std().item():g})"
+    same = [fp32.complete(p, s, mode="block").raw == int8.complete(p, s, mode="block").raw for p, s in PROMPTS]
+    assert sum(same) >= len(PROMPTS) - 1, same
+
+
 def test_int8_runs(tiny_model_dir):
-    done = make_engine(tiny_model_dir, quant="int8").complete(PREFIX, "\n")
-    assert isinstance(done.text, str)
+    from torch import nn
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    fp32, int8 = make_engine(tiny_model_dir, quant="none"), make_engine(tiny_model_dir, quant="int8")
+    assert int8.quant == "int8" and fp32.quant == "none"
+    # The eager module (the traced graphs are traced from it): every linear layer int8, the tied output
+    # layer included, with a scale per output row.
+    module = getattr(int8.model, "model", int8.model)
+    float_linears = [m for m in getattr(fp32.model, "model", fp32.model).modules() if isinstance(m, nn.Linear)]
+    assert not [m for m in module.modules() if isinstance(m, nn.Linear)], "a float linear layer is left"
+    linears = [m for m in module.modules() if isinstance(m, Int8Linear)]
+    assert len(linears) == len(float_linears) + 1 and module.head in linears
+    for m in linears:
+        assert m.weight().dtype == torch.qint8 and m.weight().qscheme() == torch.per_channel_affine
+    assert_tracks(fp32, int8)
 
 
 def test_bf16_runs(tiny_model_dir):
@@ -133,8 +168,18 @@ def test_onnx_backend_matches_torch(tiny_model_dir, onnx_cache):
 
 
 def test_onnx_int8_runs(tiny_model_dir, onnx_cache):
+    import onnx
+
     engine = make_engine(tiny_model_dir, backend="onnx", quant="int8")
-    assert engine.backend == "onnx" and isinstance(engine.complete(*PROMPTS[1]).text, str)
+    assert engine.backend == "onnx" and engine.quant == "int8"
+    # Both sessions run the int8 graphs: matrix products in integers, weights stored as int8.
+    for session in (engine.model.span, engine.model.context):
+        path = Path(session._model_path)
+        assert path.name.startswith("int8-"), path
+        graph = onnx.load(path).graph
+        assert {n.op_type for n in graph.node} & {"MatMulInteger", "DynamicQuantizeMatMul"}, path
+        assert any(t.data_type == onnx.TensorProto.INT8 for t in graph.initializer), path
+    assert_tracks(make_engine(tiny_model_dir, quant="none"), engine)
 
 
 def test_missing_onnxruntime_falls_back_with_one_warning(tiny_model_dir, monkeypatch):

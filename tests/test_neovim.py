@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -26,30 +27,30 @@ def wait_for(check, timeout=60.0, interval=0.05):
     raise TimeoutError("condition not met in time")
 
 
-@pytest.fixture
-def nvim(shipped_model_dir, tmp_path):
+def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str):
+    """Neovim with the plugin for ``filetype`` (the server's settings: ``mode``), editing ``path``."""
     if not NVIM.exists():
         pytest.fail(f"Neovim is missing from the environment ({NVIM}); `make test` installs it")
     vim = pynvim.attach("child", argv=[str(NVIM), "--embed", "--headless", "--clean", "-n"])
     vim.exec_lua(
         """
-        local plugin, python, model = ...
+        local plugin, python, model, filetype, mode = ...
         vim.opt.runtimepath:prepend(plugin)
         vim.cmd("runtime plugin/celeris.lua")
         vim.o.expandtab = false
         require("celeris").setup({
           cmd = { python, "-m", "celeris_complete.cli", "lsp" },
-          filetypes = { "python" },
+          filetypes = { filetype },
           -- A high end-of-span penalty keeps the suggestions non-empty: these tests check mechanics.
-          settings = { model = model, mode = "line", eos_penalty = 8.0, max_chars_after_cursor = 10 },
+          settings = { model = model, mode = mode, eos_penalty = 8.0, max_chars_after_cursor = 10 },
         })
         """,
         str(PLUGIN),
         sys.executable,
-        str(shipped_model_dir),
+        str(model_dir),
+        filetype,
+        mode,
     )
-    path = tmp_path / "example.py"
-    path.write_text("def add(first, second):\n    total = first + second\n    return \n")
     vim.command(f"edit {path}")
     wait_for(lambda: vim.exec_lua('return #vim.lsp.get_clients({name = "celeris"})') > 0)
     wait_for(
@@ -60,6 +61,28 @@ def nvim(shipped_model_dir, tmp_path):
         ),
         timeout=120,
     )
+    return vim
+
+
+@pytest.fixture
+def nvim(shipped_model_dir, tmp_path):
+    path = tmp_path / "example.py"
+    path.write_text("def add(first, second):\n    total = first + second\n    return \n")
+    vim = open_in_nvim(shipped_model_dir, path, "python", "line")
+    yield vim
+    vim.close()
+
+
+# A plain-text file (no compiler's check) in block mode, where the shipped model suggests two lines, the
+# first of several words, after "def " on line 6 (when written: "main() -> None:", then a line of commas).
+BLOCK_TEXT = "def add(first, second):\n    total = first + second\n    return total\n\n\ndef\n"
+
+
+@pytest.fixture
+def nvim_block(shipped_model_dir, tmp_path):
+    path = tmp_path / "example.txt"
+    path.write_text(BLOCK_TEXT)
+    vim = open_in_nvim(shipped_model_dir, path, "text", "block")
     yield vim
     vim.close()
 
@@ -79,8 +102,40 @@ def ghost(vim) -> str:
     )
 
 
+def suggestion(vim) -> str:
+    """The whole suggestion Neovim shows: its first line and the lines below it, or ''."""
+    return vim.exec_lua(
+        """
+        local ns = vim.api.nvim_create_namespace(...)
+        local marks = vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })
+        if #marks == 0 then return "" end
+        local function text(chunks)
+          local parts = {}
+          for _, chunk in ipairs(chunks or {}) do table.insert(parts, chunk[1]) end
+          return table.concat(parts)
+        end
+        local lines = { text(marks[1][4].virt_text) }
+        for _, virt_line in ipairs(marks[1][4].virt_lines or {}) do table.insert(lines, text(virt_line)) end
+        return table.concat(lines, "\\n")
+        """,
+        NS,
+    )
+
+
 def line(vim, n=3) -> str:
     return vim.call("getline", n)
+
+
+def type_after_def(vim) -> tuple[str, str]:
+    """Type a space after "def" on line 6: (the suggestion shown, its first line); it must have lines
+    after the first, and words after the first, for the tests to tell their keys apart."""
+    vim.call("cursor", 6, 1)
+    vim.input("A ")
+    shown = wait_for(lambda: suggestion(vim))
+    first = shown.split("\n")[0]
+    assert "\n" in shown and first.strip() and shown.split("\n", 1)[1].strip(), f"not two lines: {shown!r}"
+    assert len(re.findall(r"\w+|[^\w\s]+", first)) >= 2, f"not several words: {first!r}"
+    return shown, first
 
 
 def type_at_end_of_return(vim, text="t"):
@@ -98,13 +153,14 @@ def test_ghost_text_appears_and_accept_inserts_it(nvim):
     assert "Error" not in nvim.api.exec2("messages", {"output": True})["output"]
 
 
-def test_accept_word(nvim):
-    shown = type_at_end_of_return(nvim)
-    nvim.input("<M-w>")
-    wait_for(lambda: line(nvim) != "    return t")
-    inserted = line(nvim)[len("    return t") :]
-    assert inserted and shown.startswith(inserted)
-    assert inserted.strip() and (inserted.strip().replace("_", "a").isalnum() or not inserted.strip().isalnum())
+def test_accept_word(nvim_block):
+    shown, first = type_after_def(nvim_block)
+    before = nvim_block.call("getline", 1, "$")
+    nvim_block.input("<M-w>")
+    wait_for(lambda: line(nvim_block, 6) != "def ")
+    # The first word (letters, digits and _; else a run of other signs), with the blanks before it.
+    word = re.match(r"\s*(\w+|[^\w\s]+)", first).group(0)
+    assert nvim_block.call("getline", 1, "$") == [*before[:5], "def " + word, *before[6:]], shown
 
 
 def test_dismiss_clears_the_ghost_text(nvim):
@@ -114,11 +170,13 @@ def test_dismiss_clears_the_ghost_text(nvim):
     assert line(nvim) == "    return t"
 
 
-def test_accept_line_inserts_the_first_line(nvim):
-    shown = type_at_end_of_return(nvim)
-    nvim.input("<C-l>")
-    wait_for(lambda: line(nvim) != "    return t")
-    assert line(nvim) == "    return t" + shown.split("\n")[0]
+def test_accept_line_inserts_the_first_line(nvim_block):
+    shown, first = type_after_def(nvim_block)
+    before = nvim_block.call("getline", 1, "$")
+    nvim_block.input("<C-l>")
+    wait_for(lambda: line(nvim_block, 6) != "def ")
+    # The first line only: no line is added below it.
+    assert nvim_block.call("getline", 1, "$") == [*before[:5], "def " + first, *before[6:]], shown
 
 
 def test_typing_through_keeps_the_suggestion_consistent(nvim):

@@ -143,10 +143,17 @@ def test_deadlines_and_cancellation_per_request(scheduler):
     kind, exc = leaving.result()
     assert kind == "error" and isinstance(exc, Cancelled)
     assert other.result()[0] == "done" and late.result()[0] == "done"
-    # A request whose deadline passes mid-decode gets an anytime answer (the open slots committed).
-    (quick,) = submit_all(scheduler, [{**long, "deadline": time.perf_counter() + 0.05}])
+    # A request whose deadline passes mid-decode gets an anytime answer (the open slots committed): fewer
+    # steps than the same request takes without one.
+    t0 = time.perf_counter()
+    (alone,) = submit_all(scheduler, [long])
+    kind, result = alone.result()
+    took = time.perf_counter() - t0
+    full = result.completions[0].steps
+    assert kind == "done" and full >= 8, full
+    (quick,) = submit_all(scheduler, [{**long, "deadline": time.perf_counter() + took / 4}])
     kind, result = quick.result()
-    assert kind == "done" and result.completions[0].steps < 64
+    assert kind == "done" and 1 <= result.completions[0].steps < full, (result.completions[0].steps, full)
 
 
 def test_batch_step_matches_the_model_row_by_row(engine):
