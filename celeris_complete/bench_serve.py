@@ -12,7 +12,7 @@ own total).
 from __future__ import annotations
 
 import asyncio
-import socket
+import re
 import subprocess
 import sys
 import tempfile
@@ -167,37 +167,53 @@ def engine_alone(
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+LISTENING = re.compile(r"^listening on (http://\S+)$", re.MULTILINE)  # serve.announce_listening's line
+
+
+def wait_listening(proc: subprocess.Popen, log: Path, timeout: float = 300.0) -> str:
+    """The URL from the line ``listening on URL`` that a server started with ``--port 0`` writes to
+    ``log`` (its stdout) once it accepts connections; RuntimeError when it exits or ``timeout`` passes."""
+    end = time.monotonic() + timeout
+    while True:
+        found = LISTENING.search(log.read_text(encoding="utf-8", errors="replace")) if log.exists() else None
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}) before listening: {log.read_text()[-2000:]}")
+        if time.monotonic() > end:
+            raise RuntimeError(f"the server did not say where it listens in {timeout:g} s: {log.read_text()[-2000:]}")
+        time.sleep(0.05)
 
 
 def start_server(
     model: str | None, max_queue: int, log: Path, threads: int | None, batch: bool | None = None,
     quant: str | None = None,
 ) -> tuple[subprocess.Popen, str]:
-    """``batch`` None: the server's own default."""
-    port = free_port()
-    args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(port), "--max-queue", str(max_queue)]
+    """``batch`` None: the server's own default.  The server binds a free port itself (``--port 0``) and
+    names it on its stdout (``log``): no port chosen here that another process could take first."""
+    args = [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", "0", "--max-queue", str(max_queue)]
     args += [] if batch is None else ["--batch" if batch else "--no-batch"]
     args += ["--log-level", "warning"] + (["--model", model] if model else [])
     args += ["--threads", str(threads)] if threads is not None else []
     args += ["--quant", quant] if quant else []
     proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 300
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/health", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError("the server was not ready in 300 s")
+    try:
+        url = wait_listening(proc, log, 300)
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=5).status_code == 200:
+                    return proc, url
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the server was not ready in 300 s")
+    except BaseException:
+        proc.terminate()
+        proc.wait(30)
+        raise
 
 
 def run(

@@ -415,7 +415,10 @@ def serve(
         ray_options.check()
     except CelerisError as exc:
         fail(str(exc))
-    run_ray(settings, options, ray_options, host, port, log_level)
+    try:
+        run_ray(settings, options, ray_options, host, port, log_level)
+    except CelerisError as exc:
+        fail(str(exc))
 
 
 @app.command()

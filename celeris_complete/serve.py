@@ -524,14 +524,41 @@ def make_app(server: CompletionServer, load: bool = True) -> Guard:
     return Guard(app, server)
 
 
+LISTENING = "listening on "  # the line a parent that started the server reads its address from
+
+
+def url_of(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def announce_listening(url: str) -> None:
+    """Say on stdout, whatever the log level, that the server accepts connections at ``url`` (with the port
+    it got: ``--port 0`` lets the system pick a free one).  One line, flushed: ``listening on URL``."""
+    print(LISTENING + url, flush=True)
+
+
 def run(settings: Settings, options: ServeOptions, host: str, port: int, log_level: str = "info") -> None:
+    """Serve until interrupted.  ``port`` 0: a free port the system picks, bound here (no other process can
+    take it between the choice and the bind); the line ``listening on URL`` names it once it listens."""
+    import sys
+
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     server = CompletionServer(settings, options)
     app = make_app(server)
     auth = "API key required" if options.api_key else "no API key (loopback only)"
-    log.info("serving %s on http://%s:%d (%s); the model loads in the background", server.model_id, host, port, auth)
-    uvicorn.run(
+
+    class Reporting(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and not self.should_exit:
+                bound = self.servers[0].sockets[0].getsockname()[1]  # the port got, also for port 0
+                url = url_of(host, bound)
+                log.info("serving %s on %s (%s); the model loads in the background", server.model_id, url, auth)
+                announce_listening(url)
+
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -540,3 +567,7 @@ def run(settings: Settings, options: ServeOptions, host: str, port: int, log_lev
         limit_concurrency=4 * options.max_queue + 16,
         timeout_graceful_shutdown=5,
     )
+    reporting = Reporting(config)
+    reporting.run()
+    if not reporting.started:  # as uvicorn.run: the address could not be bound, say
+        sys.exit(STARTUP_FAILURE)

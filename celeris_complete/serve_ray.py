@@ -14,6 +14,12 @@ Ray's plain-text body).  A request's deadline counts from its arrival at the rep
 and ``/health`` are those of the replica that answers (the header ``x-celeris-replica`` names it);
 Ray's own metrics cover the proxy and the autoscaler.
 
+``--port 0`` (a local instance only): the port is chosen by binding port 0 here, and that socket,
+bound with ``SO_REUSEPORT`` but never listening, is held until the proxy (which binds with
+``SO_REUSEPORT`` too, Ray's default) answers on it, so that none of the processes Ray starts meanwhile
+can take it; Ray Serve itself cannot report the port of a proxy told to bind 0.  Once the replicas
+serve, the line ``listening on URL`` on stdout names the address, as with the plain server.
+
 Used from Python: ``serve.run(build_app(settings, ServeOptions(), RayOptions(replicas=2)))`` on a
 Ray instance that ``ray.init`` started or joined.
 """
@@ -25,7 +31,9 @@ import logging
 import math
 import os
 import signal
+import socket
 import time
+import urllib.request
 from dataclasses import dataclass
 
 from ray import serve
@@ -33,7 +41,7 @@ from ray.serve.config import BackpressureConfig
 
 from .config import Settings
 from .errors import CelerisError
-from .serve import CompletionServer, ServeOptions, make_app
+from .serve import CompletionServer, ServeOptions, announce_listening, make_app, url_of
 
 log = logging.getLogger("celeris.serve")
 
@@ -188,20 +196,72 @@ def stop(ray_options: RayOptions) -> None:
         ray.shutdown()
 
 
+def reserve_port(host: str) -> socket.socket:
+    """A socket bound to a free port of ``host`` with ``SO_REUSEPORT``, not listening: no other process can
+    bind that port (nor connect to it) while it is open, except one that binds with ``SO_REUSEPORT`` as
+    the same user, as Ray Serve's proxy does."""
+    if not hasattr(socket, "SO_REUSEPORT") or os.environ.get("SERVE_SOCKET_REUSE_PORT_ENABLED", "1") != "1":
+        raise CelerisError("--port 0 with --ray needs SO_REUSEPORT (Linux; SERVE_SOCKET_REUSE_PORT_ENABLED not 0)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, 0))
+    except OSError as exc:
+        sock.close()
+        raise CelerisError(f"cannot bind {host}: {exc}") from None
+    return sock
+
+
+def wait_for_proxy(host: str, port: int, timeout: float = 120.0) -> None:
+    """Wait until Ray Serve's HTTP proxy answers its health check on ``host:port``; CelerisError after
+    ``timeout`` seconds (the port taken by another process, say: the proxy logs why)."""
+    near = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    url = url_of(near, port) + "/-/healthz"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an HTTP proxy
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with opener.open(url, timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:  # refused, reset, or an HTTP error while the proxy starts
+            pass
+        if time.monotonic() > end:
+            raise CelerisError(f"Ray Serve's HTTP proxy did not answer on {url} in {timeout:g} s (see Ray's logs)")
+        time.sleep(0.2)
+
+
 def run(
     settings: Settings, options: ServeOptions, ray_options: RayOptions, host: str, port: int, log_level: str = "info"
 ) -> None:
-    """``celeris-complete serve --ray``: deploy, then serve until interrupted (Ctrl-C or SIGTERM)."""
+    """``celeris-complete serve --ray``: deploy, then serve until interrupted (Ctrl-C or SIGTERM).  ``port``
+    0: a free port, held from before Ray starts until its proxy listens on it (``reserve_port``)."""
     app = build_app(settings, options, ray_options)
 
     def interrupted(signum, frame) -> None:
         raise KeyboardInterrupt
 
-    start(ray_options, host, port, log_level)
+    reservation = None
+    if port == 0:
+        if ray_options.address is not None:
+            raise CelerisError("--port 0 is for a local Ray instance")
+        reservation = reserve_port(host)
+        port = reservation.getsockname()[1]
+    try:
+        start(ray_options, host, port, log_level)
+    except BaseException:
+        if reservation is not None:
+            reservation.close()
+        raise
     signal.signal(signal.SIGTERM, interrupted)  # after ray.init, which sets its own
     try:
         t0 = time.perf_counter()
         serve.run(app, name=APP_NAME, route_prefix="/")
+        wait_for_proxy(host, port)
+        if reservation is not None:
+            reservation.close()  # the proxy holds the port now
         if ray_options.autoscaling:
             low = 1 if ray_options.min_replicas is None else ray_options.min_replicas
             scale = f"{low}-{ray_options.max_replicas} replicas (target {ray_options.target_ongoing_requests:g})"
@@ -209,12 +269,15 @@ def run(
             scale = f"{ray_options.replicas} replica(s)"
         auth = "API key required" if options.api_key else "no API key (loopback only)"
         log.info(
-            "serving on http://%s:%d with Ray Serve, %s, ready in %.1f s (%s)",
-            host, port, scale, time.perf_counter() - t0, auth,
+            "serving on %s with Ray Serve, %s, ready in %.1f s (%s)",
+            url_of(host, port), scale, time.perf_counter() - t0, auth,
         )  # fmt: skip
+        announce_listening(url_of(host, port))
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         pass
     finally:
+        if reservation is not None:
+            reservation.close()
         stop(ray_options)

@@ -21,7 +21,7 @@ from celeris_complete.context import build_context
 from celeris_complete.diffusion import Cancelled
 from celeris_complete.engine import Engine
 from tests.lsp_session import Session, run
-from tests.test_serve import Served, free_port
+from tests.test_serve import PLACE, Hold, Served, refused_port
 
 KEY_ENV, KEY = "REMOTE_TEST_KEY", "remote-test-key-0123456789"
 WRONG_ENV = "REMOTE_TEST_WRONG_KEY"
@@ -40,10 +40,17 @@ def settings(**over):
 
 
 @pytest.fixture(scope="module")
-def server(shipped_model_dir, tmp_path_factory):
+def hold(tmp_path_factory):
+    return Hold(tmp_path_factory.mktemp("hold"))
+
+
+@pytest.fixture(scope="module")
+def server(shipped_model_dir, tmp_path_factory, hold):
+    # (a long deadline: requests waiting behind a held one must not time out in the queue)
     s = Served(
         tmp_path_factory.mktemp("remote") / "server.log", "--model", str(shipped_model_dir),
-        "--api-key-env", KEY_ENV, "--max-queue", "1", "--log-level", "warning", env={KEY_ENV: KEY},
+        "--api-key-env", KEY_ENV, "--max-queue", "1", "--max-deadline-ms", "300000", "--log-level", "warning",
+        env={KEY_ENV: KEY, **hold.env()},
     )  # fmt: skip
     try:
         s.wait_ready(headers={"Authorization": f"Bearer {KEY}"})
@@ -146,10 +153,11 @@ def test_a_superseded_request_is_abandoned_and_the_server_stops(server, remote):
     assert remote.complete(prefix, suffix, mode="block").text == remote.complete(prefix, suffix, mode="block").text
 
 
-def test_errors_have_one_kind_each(server, remote, keys):
-    down = Engine(settings(endpoint=f"http://127.0.0.1:{free_port()}"))
-    with pytest.raises(RemoteError) as err:
-        down.complete("x = ", "\n")
+def test_errors_have_one_kind_each(server, remote, keys, hold):
+    with refused_port() as port:
+        down = Engine(settings(endpoint=f"http://127.0.0.1:{port}"))
+        with pytest.raises(RemoteError) as err:
+            down.complete("x = ", "\n")
     assert err.value.kind == "refused" and "cannot connect" in str(err.value)
     wrong = Engine(settings(endpoint=server.url, api_key_env=WRONG_ENV))
     with pytest.raises(RemoteError) as err:
@@ -159,26 +167,34 @@ def test_errors_have_one_kind_each(server, remote, keys):
         Engine(settings(endpoint=server.url, api_key_env="REMOTE_TEST_UNSET_VARIABLE"))
     with pytest.raises(Exception, match="http:// or https://"):
         Engine(settings(endpoint="ftp://example.org"))
-    # A full queue (--max-queue 1): of requests arriving together, one runs, one waits, the rest get 429.
-    slow = {"prompt": PLACES[0][0], "suffix": PLACES[0][1], "mode": "block", "n": 4, "temperature": 0.5}
+    # A full queue (--max-queue 1): the worker held by one request, another waiting, ours is refused.
     auth = {"Authorization": f"Bearer {KEY}"}
-    kinds: list[str] = []
+    answers: list[httpx.Response] = []
 
-    def ours() -> None:
-        try:
+    def post(prompt: str) -> None:
+        body = {**PLACE, "prompt": prompt, "max_tokens": 8}
+        answers.append(httpx.post(server.url + "/v1/fim/completions", json=body, headers=auth, timeout=300))
+
+    token = hold.token()
+    held = threading.Thread(target=post, args=(hold.prompt(token),))
+    held.start()
+    waiting = threading.Thread(target=post, args=(PLACE["prompt"],))
+    try:
+        hold.wait("held", token)
+        waiting.start()
+        end = time.monotonic() + 120
+        while httpx.get(server.url + "/health", timeout=10).json()["queue"] < 1:
+            assert time.monotonic() < end, "the second request never waited in the queue"
+            time.sleep(0.02)
+        with pytest.raises(RemoteError) as err:
             remote.complete("x = ", "\n")
-            kinds.append("answered")
-        except RemoteError as exc:
-            kinds.append(exc.kind)
-
-    busy = [threading.Thread(target=httpx.post, args=(server.url + "/v1/fim/completions",),
-                             kwargs={"json": slow, "headers": auth, "timeout": 60}) for _ in range(2)]  # fmt: skip
-    busy += [threading.Thread(target=ours) for _ in range(6)]
-    for t in busy:
-        t.start()
-    for t in busy:
-        t.join()
-    assert "busy" in kinds and len(kinds) == 6, kinds
+        assert err.value.kind == "busy", err.value
+    finally:
+        hold.release()
+        held.join(300)
+        if waiting.ident is not None:  # (started)
+            waiting.join(300)
+    assert [r.status_code for r in answers] == [200, 200], [r.text for r in answers]
 
 
 def get(obj, key: str):
@@ -248,6 +264,7 @@ def test_infill_through_the_endpoint(server, local, keys):
                        input=prefix + "<FILL>" + suffix, env=env)  # fmt: skip
     assert ok.exit_code == 0, ok.output
     assert ok.stdout.startswith(prefix + local.complete(prefix, suffix).text + suffix)
-    down = runner.invoke(app, ["infill", "-", "--endpoint", f"http://127.0.0.1:{free_port()}"], input="x = <FILL>\n",
-                         env=env)  # fmt: skip
+    with refused_port() as port:
+        down = runner.invoke(app, ["infill", "-", "--endpoint", f"http://127.0.0.1:{port}"], input="x = <FILL>\n",
+                             env=env)  # fmt: skip
     assert down.exit_code != 0 and "cannot connect" in down.output and "Traceback" not in down.output

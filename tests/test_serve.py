@@ -3,6 +3,7 @@ plus the request parsing and API-key rules on their own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -98,20 +100,24 @@ def test_api_key_rules(tmp_path):
 # The real server.
 
 
-def free_port() -> int:
+@contextlib.contextmanager
+def refused_port():
+    """A loopback port that refuses connections while the block runs: bound here and never listening, so
+    that no other process can take it meanwhile (a port closed again could be anyone's a moment later)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 class Served:
+    """``celeris-complete serve --port 0``: the server binds a free port itself and names it in the line
+    ``listening on URL`` on its stdout (the log here), which ``url`` waits for."""
+
     def __init__(self, log: Path, *args: str, env: dict | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.out = log.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(self.port), *args],
+            [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", "0", *args],
             cwd=REPO,
             stdout=self.out,
             stderr=subprocess.STDOUT,
@@ -119,13 +125,33 @@ class Served:
         )
         self.seen: list[tuple[int, dict]] = []  # /health answers until ready
         self.early_completion: httpx.Response | None = None
+        self.listen_timeout = 120.0
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            from celeris_complete.bench_serve import wait_listening
+
+            try:
+                self._url = wait_listening(self.proc, self.log, self.listen_timeout)
+            except RuntimeError as exc:
+                raise AssertionError(str(exc)) from None
+        return self._url
+
+    @property
+    def port(self) -> int:
+        port = urlsplit(self.url).port
+        assert port is not None
+        return port
 
     def wait_ready(self, timeout: float = 120.0, headers: dict | None = None) -> None:
         end = time.monotonic() + timeout
+        url = self.url  # once it listens
         while time.monotonic() < end:
             assert self.proc.poll() is None, self.log.read_text()
             try:
-                r = httpx.get(self.url + "/health", timeout=5)
+                r = httpx.get(url + "/health", timeout=5)
             except httpx.TransportError:
                 time.sleep(0.02)
                 continue
@@ -133,7 +159,7 @@ class Served:
             if r.status_code == 200:
                 return
             if self.early_completion is None:
-                self.early_completion = httpx.post(self.url + "/v1/completions", json=PLACE, headers=headers, timeout=5)
+                self.early_completion = httpx.post(url + "/v1/completions", json=PLACE, headers=headers, timeout=5)
             time.sleep(0.05)
         raise AssertionError(f"the server was not ready in {timeout} s:\n{self.log.read_text()}")
 
@@ -145,6 +171,44 @@ class Served:
             self.proc.kill()
         self.out.close()
         return self.log.read_text()
+
+
+class Hold:
+    """Holds the model worker of servers started with ``env()`` (tests/server_hold/sitecustomize.py): a
+    request with ``prompt(token)`` as its prompt occupies the worker until ``release()``, so that what
+    waits behind it, and what the full queue refuses, does not depend on how fast anything runs."""
+
+    HOOK = REPO / "tests" / "server_hold"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.tokens = 0
+
+    def env(self) -> dict:
+        return {"PYTHONPATH": str(self.HOOK), "SERVER_HOLD_DIR": str(self.folder)}
+
+    def token(self) -> str:
+        self.tokens += 1
+        return f"t{self.tokens}"
+
+    @staticmethod
+    def prompt(token: str) -> str:
+        return f"# celeris-test-hold {token}\n" + PLACE["prompt"]
+
+    def wait(self, what: str, token: str, timeout: float = 120.0) -> int:
+        """The pid of the server process where the held request ``what`` ("arrived" in its queue, or
+        "held" by its worker) once it is."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            found = sorted(self.folder.glob(f"{what}.{token}.*[0-9]"))
+            if found:
+                return int(found[0].name.rsplit(".", 1)[1])
+            time.sleep(0.02)
+        raise AssertionError(f"the held request {token} was not {what} in {timeout:g} s (is the hook loaded?)")
+
+    def release(self) -> None:
+        (self.folder / "release").touch()
 
 
 @pytest.fixture(scope="module")
@@ -344,7 +408,7 @@ def test_api_key_is_required_and_never_logged(shipped_model_dir, tmp_path):
 
 def test_a_public_address_needs_a_key():
     r = subprocess.run(
-        [sys.executable, "-m", "celeris_complete.cli", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        [sys.executable, "-m", "celeris_complete.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
         cwd=REPO,
         capture_output=True,
         timeout=120,

@@ -17,14 +17,13 @@ import pytest
 
 from celeris_complete.errors import CelerisError
 from tests.conftest import REPO, require
-from tests.test_serve import KEY, PLACE, Served, free_port, sse_events
+from tests.test_serve import KEY, PLACE, Hold, Served, sse_events
 
 serve_ray = require("celeris_complete.serve_ray")
 RayOptions = serve_ray.RayOptions
 ServeOptions = require("celeris_complete.serve").ServeOptions
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
-READY = "serving on http://127.0.0.1:"
 ENV = {"COMPLETION_API_KEY": KEY}
 
 
@@ -76,7 +75,7 @@ def test_replica_threads_follow_its_cpus():
 def test_cli_rules_before_ray_starts():
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", str(free_port()), *args],
+            [sys.executable, "-m", "celeris_complete.cli", "serve", "--port", "0", *args],
             cwd=REPO, capture_output=True, timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
         )  # fmt: skip
 
@@ -84,6 +83,8 @@ def test_cli_rules_before_ray_starts():
     assert r.returncode == 2 and b"needs an API key" in r.stderr, r.stderr
     r = cli("--replicas", "2")
     assert r.returncode == 2 and b"need --ray" in r.stderr, r.stderr
+    r = cli("--ray", "--ray-address", "auto")
+    assert r.returncode == 2 and b"--port 0 is for a local Ray instance" in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------------------------------------
@@ -93,21 +94,19 @@ def test_cli_rules_before_ray_starts():
 class RayServed(Served):
     """The CLI with --ray; Ray's files (and its sockets: short paths) in a directory of their own."""
 
-    def __init__(self, log: Path, *args: str) -> None:
+    def __init__(self, log: Path, *args: str, env: dict | None = None) -> None:
         self.tmp = tempfile.mkdtemp(prefix="cray", dir="/tmp")
         self.t0 = time.monotonic()
-        super().__init__(log, "--ray", *args, env={**ENV, "RAY_TMPDIR": self.tmp})
+        super().__init__(log, "--ray", *args, env={**ENV, "RAY_TMPDIR": self.tmp, **(env or {})})
 
-    def wait_serving(self, timeout: float = 180.0) -> float:
-        """Seconds from the command's start until serve.run returned (every replica loaded its model).
-        Two replicas load the model beside the plain server and the other pytest worker: on a busy
-        2-core machine that took more than 90 s (2026-12-02)."""
-        while time.monotonic() < self.t0 + timeout:
-            assert self.proc.poll() is None, self.log.read_text()
-            if READY in self.log.read_text(errors="replace"):
-                return time.monotonic() - self.t0
-            time.sleep(0.1)
-        raise AssertionError(f"Ray Serve was not serving in {timeout} s:\n{self.log.read_text()}")
+    def wait_serving(self, timeout: float = 300.0) -> float:
+        """Seconds from the command's start until it said where it listens, which it does once serve.run
+        returned (every replica loaded its model) and the proxy answers.  Two replicas load the model
+        beside the plain server and the other pytest worker: on a busy 2-core machine that took more
+        than 90 s (2026-12-02)."""
+        self.listen_timeout = timeout
+        assert self.url.startswith("http://127.0.0.1:")
+        return time.monotonic() - self.t0
 
     def stop(self) -> str:
         self.proc.terminate()
@@ -121,17 +120,23 @@ class RayServed(Served):
         return self.log.read_text(errors="replace")
 
 
-LIMITS = ("--threads", "1", "--max-body-bytes", "65536", "--max-deadline-ms", "30000")
+# (a long deadline: requests waiting behind a held one must not time out in the queue)
+LIMITS = ("--threads", "1", "--max-body-bytes", "65536", "--max-deadline-ms", "300000")
 
 
 @pytest.fixture(scope="module")
-def servers(shipped_model_dir, tmp_path_factory):
+def hold(tmp_path_factory):
+    return Hold(tmp_path_factory.mktemp("hold"))
+
+
+@pytest.fixture(scope="module")
+def servers(shipped_model_dir, tmp_path_factory, hold):
     """The plain server and Ray Serve with two replicas, started together (the plain one loads meanwhile)."""
     logs = tmp_path_factory.mktemp("serve-ray")
     model = ("--model", str(shipped_model_dir))
     ray = RayServed(
         logs / "ray.log", *model, *LIMITS, "--replicas", "2", "--cpus-per-replica", "0.5", "--ray-num-cpus", "2",
-        "--max-queue", "4", "--api-key-env", "COMPLETION_API_KEY", "--log-level", "info",
+        "--max-queue", "4", "--api-key-env", "COMPLETION_API_KEY", "--log-level", "info", env=hold.env(),
     )  # fmt: skip
     plain = Served(logs / "plain.log", *model, *LIMITS, "--log-level", "warning")
     try:
@@ -219,14 +224,46 @@ def test_api_key_and_health(both):
     assert h.status_code == 200 and h.json()["model"] == "celeris-default", "health answers probes without the key"
 
 
-def test_a_burst_past_the_replicas_queues_gets_their_429(both):
+def test_a_burst_past_the_replicas_queues_gets_their_429(both, hold):
+    """Both replicas' workers held, their queues (4 each) fill and the rest of a burst is refused with the
+    replica's own 429 (not Ray's), however fast anything runs; released, the waiting ones are answered."""
     _, ray = both
-    slow = {**PLACE, "steps": 32, "max_tokens": 32}
-    with ThreadPoolExecutor(20) as pool:  # two replicas hold 2 x (1 running + 4 queued)
-        got = list(pool.map(lambda _: ray.post("/v1/completions", json=slow, headers=AUTH), range(20)))
-    print("a burst of 20:", sorted(r.status_code for r in got))
-    codes = [r.status_code for r in got]
-    assert set(codes) <= {200, 429} and codes.count(200) >= 2, codes
-    full = [r for r in got if r.status_code == 429]
-    assert full and all(r.json()["error"]["code"] == "queue_full" for r in full), "the replica's own 429, not Ray's"
-    assert all(r.headers["retry-after"] == "1" for r in full)
+
+    def post(prompt: str) -> httpx.Response:
+        body = {**PLACE, "prompt": prompt, "max_tokens": 8}
+        return ray.post("/v1/completions", json=body, headers=AUTH, timeout=300)
+
+    pool = ThreadPoolExecutor(32)
+    held: dict[int, str] = {}  # replica pid -> the token of the request its worker holds
+    holds = []
+    try:
+        # One held request per replica: Ray sends each to the replica with fewer ongoing requests (of two
+        # drawn), so the second goes to the other one; one that waits behind the first is sent again.
+        for _ in range(6):
+            token = hold.token()
+            holds.append(pool.submit(post, hold.prompt(token)))
+            pid = hold.wait("arrived", token)
+            if pid not in held:
+                assert hold.wait("held", token) == pid
+                held[pid] = token
+            if len(held) == 2:
+                break
+        assert len(held) == 2, f"the held requests all went to one replica: {held}"
+        room = 2 * 4 - (len(holds) - 2)  # the queues' places left (an extra hold waits in one)
+        burst = [pool.submit(post, PLACE["prompt"]) for _ in range(20)]
+        end = time.monotonic() + 120
+        while sum(f.done() for f in burst) < 20 - room:
+            assert time.monotonic() < end, f"only {sum(f.done() for f in burst)} of 20 answered while held"
+            time.sleep(0.05)
+        time.sleep(0.5)  # (one more answer now would be one the queues should have held)
+        refused = [f.result() for f in burst if f.done()]
+    finally:
+        hold.release()
+        pool.shutdown()  # (all answered once released)
+    got = [f.result() for f in burst]
+    print("a burst of 20 behind two held replicas:", sorted(r.status_code for r in got))
+    assert len(refused) == 20 - room and all(r.status_code == 429 for r in refused), [r.text for r in refused]
+    assert all(r.json()["error"]["code"] == "queue_full" for r in refused), "the replica's own 429, not Ray's"
+    assert all(r.headers["retry-after"] == "1" for r in refused)
+    assert sorted(r.status_code for r in got) == [200] * room + [429] * (20 - room), "the waiting ones answered"
+    assert all(f.result().status_code == 200 for f in holds)
