@@ -66,16 +66,35 @@ def test_adapts_in_the_background_pauses_while_typing_and_switches_after_the_che
     async def scenario():
         s = Session(tiny_model_dir, folders=[repo], init_options={"adapt": True, "adapt_minutes": 0.1})
         await s.start()
-        a = await wait_adaptation(s, ("training",), timeout=30)
-        pid = field(a, "pid")
-        assert pid and process_state(pid) in ("R", "S", "D")
         s.open(main.as_uri(), CODE)
-        await s.inline(main.as_uri(), 4, 8)
-        a = await adaptation(s)
-        if field(a, "pid"):  # still training: the request paused it, and it goes on once typing stops
-            assert field(a, "paused") and field(a, "pauses") >= 1 and process_state(pid) == "T"
-            await asyncio.sleep(2.0)
-            assert process_state(pid) != "T"
+        typing = asyncio.Event()
+        typing.set()
+
+        async def keep_typing() -> None:
+            while typing.is_set():
+                await s.inline(main.as_uri(), 4, 8)
+                await asyncio.sleep(0.1)
+
+        # Completion requests, one after another from (about) the child's start: each pauses it, or pauses
+        # it again if the server's idle time (1 s) let it go on, so it cannot end before it is seen paused.
+        typist = asyncio.create_task(keep_typing())
+        try:
+            end, pid = time.monotonic() + 120, None
+            while pid is None:
+                a = await adaptation(s)
+                state, running = field(a, "state"), field(a, "pid")
+                assert state in ("off", "training"), f"adapting ended while completions were requested: {a}"
+                if running and field(a, "paused") and field(a, "pauses") >= 1 and process_state(running) == "T":
+                    pid = running  # stopped (SIGSTOP) while the user types
+                assert time.monotonic() < end, f"the training process was not seen paused in 120 s of typing: {a}"
+                await asyncio.sleep(0.05)
+        finally:
+            typing.clear()
+            await typist
+        end = time.monotonic() + 60  # typing stopped: it goes on after the idle time
+        while field(a := await adaptation(s), "paused") or process_state(pid) == "T":
+            assert time.monotonic() < end, f"the training process was still paused 60 s after typing stopped: {a}"
+            await asyncio.sleep(0.1)
         a = await wait_adaptation(s, ("ready", "rejected", "failed"))
         assert field(a, "state") != "failed", a
         check = field(a, "check")

@@ -1,5 +1,7 @@
 """The traced refinement step (traced.py) on the real shipped model: the same answers as the eager one."""
 
+import threading
+
 import pytest
 import torch
 from torch import nn
@@ -69,12 +71,32 @@ def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypa
     )
 
 
-def test_tracing_in_the_background_answers_at_once_and_then_switches(shipped_model_dir):
+def test_tracing_in_the_background_answers_at_once_and_then_switches(shipped_model_dir, monkeypatch):
+    import celeris_complete.backend_ours as backend_ours
+
+    # Tracing in another thread waits for the test's word: the engine must answer (eagerly) meanwhile.
+    caller, entered, go, threads = threading.current_thread(), threading.Event(), threading.Event(), []
+
+    def held_trace(*args, **kwargs):
+        threads.append(threading.current_thread())
+        entered.set()
+        if threading.current_thread() is not caller:
+            assert go.wait(300), "the test never let tracing go on"
+        return TracedModel(*args, **kwargs)
+
+    monkeypatch.setattr(backend_ours, "TracedModel", held_trace)
     settings = load_settings({"model": str(shipped_model_dir), "quant": "none"}, environ={}, user_file=None)
     background = Engine(settings, trace_in_background=True)
-    first = background.complete(*PROMPTS[1]).raw  # served by whichever model is in place: the same answer
-    background.tracer.join(timeout=60)
-    assert isinstance(background.model, TracedModel)
+    try:
+        assert entered.wait(300), "tracing never started"
+        assert threads == [background.tracer] and threads[0] is not caller, "tracing ran in the caller's thread"
+        first = background.complete(*PROMPTS[1]).raw  # while tracing waits: the eager model answers
+        assert not isinstance(background.model, TracedModel) and background.tracer.is_alive()
+    finally:
+        go.set()
+    background.tracer.join(timeout=300)
+    assert not background.tracer.is_alive(), "tracing in the background did not end in 300 s"
+    assert isinstance(background.model, TracedModel), "the engine did not switch to the traced model"
     assert (
         background.complete(*PROMPTS[1]).raw
         == first
