@@ -30,7 +30,9 @@ def make_repo(root):
 def test_adapts_on_the_repositorys_files_only_and_outside_it(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     repo = make_repo(tmp_path / "repo")
-    settings = load_settings({"model": str(tiny_model_dir)}, environ={}, user_file=tmp_path / "none")
+    # The budget is the whole process's, here a test session's (over 1.5 GB before adapting), not a CLI's.
+    overrides = {"model": str(tiny_model_dir), "adapt_memory_mb": 16384}
+    settings = load_settings(overrides, environ={}, user_file=tmp_path / "none")
     out = adapt(repo, settings, minutes=0.05, context_len=64, **TRAIN)
     assert str(out).startswith(str(tmp_path / "cache")) and out == adapt_dir(repo) / "model"
     assert not any(p.name == ".work" or p.suffix == ".safetensors" for p in repo.rglob("*"))
