@@ -153,7 +153,7 @@ def plan(
         fixed = max(one - sample_mb, 0.0) + optimizer_mb
     else:
         sample_mb = estimate
-        fixed = (resident_mb() or peak_resident_mb()) + 3 * optimizer_mb / 2  # gradients: half the state
+        fixed = (resident_mb() or peak_resident_mb()) + 3 * optimizer_mb / 2  # and the gradients, at most half as much
     room = HEADROOM * budget - fixed
     if room < sample_mb:
         _too_small(budget, fixed + sample_mb)

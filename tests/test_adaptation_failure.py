@@ -41,13 +41,18 @@ def test_a_child_that_fails_is_reported_once_and_not_restarted(tmp_path, monkeyp
     assert len(reports) == 2
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_a_child_killed_by_the_system_is_reported_as_such(tiny_model_dir, tmp_path, monkeypatch):
+def training(model_dir, tmp_path, monkeypatch) -> tuple[Adaptation, list[str]]:
+    """An adaptation of a small repository for 30 minutes (it is ended before), and its failure reports."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    repo = make_repo(tmp_path / "repo")
     reports = []
     a = Adaptation(lambda path: None, on_failed=reports.append)
-    a.start(repo, str(tiny_model_dir), 30, tmp_path / "adapt.log")
+    a.start(make_repo(tmp_path / "repo"), str(model_dir), 30, tmp_path / "adapt.log")
+    return a, reports
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_child_killed_by_the_system_is_reported_as_such(tiny_model_dir, tmp_path, monkeypatch):
+    a, reports = training(tiny_model_dir, tmp_path, monkeypatch)
     assert a.state == "training"
     os.kill(a.proc.pid, signal.SIGKILL)  # what the out-of-memory killer does
     wait_state(a, ("failed",))
@@ -55,11 +60,7 @@ def test_a_child_killed_by_the_system_is_reported_as_such(tiny_model_dir, tmp_pa
 
 
 def test_stopping_on_purpose_is_no_failure(tiny_model_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    repo = make_repo(tmp_path / "repo")
-    reports = []
-    a = Adaptation(lambda path: None, on_failed=reports.append)
-    a.start(repo, str(tiny_model_dir), 30, tmp_path / "adapt.log")
+    a, reports = training(tiny_model_dir, tmp_path, monkeypatch)
     proc = a.proc
     a.stop()
     assert proc.poll() is not None and a.state == "off"
