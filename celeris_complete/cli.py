@@ -155,12 +155,15 @@ def train(
         path = run_train(args)
     except CelerisError as exc:
         fail(str(exc))
-    if os.environ.get("RANK", "0") != "0":
-        return  # rank 0 reports
-    if path is None:
-        typer.echo(f"stretch over: run the same command to go on ({output / '.work'} holds the checkpoint)")
-    else:
-        typer.echo(f"model written to {path}")
+    if os.environ.get("RANK", "0") == "0":  # rank 0 reports
+        if path is None:
+            typer.echo(f"stretch over: run the same command to go on ({output / '.work'} holds the checkpoint)")
+        else:
+            typer.echo(f"model written to {path}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from .distributed import exit_after_group
+
+        exit_after_group(0)
 
 
 @app.command()

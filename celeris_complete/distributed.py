@@ -7,7 +7,9 @@ global batch, and one checkpoint (written by rank 0) holds the random state of a
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 LEAVING = "celeris/leaving"  # the store keys each process sets as it leaves the group
+LEFT = "celeris/left"  # ... and after tearing down their connections
 LEAVE_TIMEOUT = timedelta(minutes=2)
 
 
@@ -57,21 +60,39 @@ class Processes:
     def close(self) -> None:
         """Leave the group after the run or a stretch ended the same way on every process.
 
-        The processes meet once more through the rendezvous store before tearing down their gloo
-        connections: a process that closes them right after a gloo barrier can abort a peer still
-        finishing that barrier (gloo issue 155; the stretch test saw "terminate called without an active
-        exception"). Not called when a process fails: a peer may be inside a collective that would keep
-        the teardown waiting for the group's timeout; the launcher ends the others instead.
+        Three precautions against gloo's teardown aborting a process at exit ("terminate called without
+        an active exception", seen once in five CI runs, rank 1, after the model was written): what
+        still holds the group (DistributedDataParallel's reducer) is freed first, while the group is
+        whole; the processes meet through the rendezvous store before tearing down their gloo
+        connections (a process that closes them right after a gloo barrier can abort a peer still
+        finishing it, gloo issue 155); and they meet again after, so none exits, closing its sockets,
+        while a peer is still tearing down. The command then ends the process without the interpreter's
+        finalization (``exit_after_group``). Not called when a process fails: a peer may be inside a
+        collective that would keep the teardown waiting for the group's timeout; the launcher ends the
+        others instead.
         """
         if self.world == 1 or not dist.is_initialized():
             return
+        gc.collect()
         store = dist.distributed_c10d._get_default_store()
-        store.set(f"{LEAVING}/{self.rank}", b"1")
-        try:
-            store.wait([f"{LEAVING}/{r}" for r in range(self.world)], LEAVE_TIMEOUT)
-        except RuntimeError:  # DistStoreError: a peer is gone already; nothing left to wait for
-            pass
+        self._meet(store, LEAVING)
         dist.destroy_process_group()
+        self._meet(store, LEFT)
+
+    def _meet(self, store, key: str) -> None:
+        store.set(f"{key}/{self.rank}", b"1")
+        try:
+            store.wait([f"{key}/{r}" for r in range(self.world)], LEAVE_TIMEOUT)
+        except RuntimeError:  # DistStoreError, or rank 0 (the store's host) gone: nothing left to wait for
+            pass
+
+
+def exit_after_group(code: int = 0) -> None:
+    """End a torchrun process that left its group: output flushed, no interpreter finalization (where
+    objects freed late can still reach gloo's worker threads and abort the process)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def start(device: str) -> Processes:
