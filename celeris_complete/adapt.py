@@ -32,6 +32,7 @@ CHECK_BATCHES = 16  # 512 held-out spans, the same ones for both models
 # 16 samples of 512 tokens, about the 16 x 384 (+ span) of the adaptations bench adapt first measured.
 BATCH_TOKENS = 8192
 MEMORY_MB = 2048.0  # beside an editor, unless the setting adapt_memory_mb says otherwise
+LR = 5e-4  # peak learning rate of an adaptation (warm-up, then cosine decay over its minutes)
 
 
 def adapt_dir(workspace: Path) -> Path:
@@ -63,7 +64,7 @@ def adapt(
     settings: Settings,
     minutes: float,
     fresh: bool = False,
-    lr: float = 5e-4,
+    lr: float = LR,
     check_batches: int = CHECK_BATCHES,
     **train_options,
 ) -> Path:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .adapt import CHECK_FILE, adapt_dir
+from .adapt import CHECK_FILE, LR, adapt_dir
 from .bench_repo import (
     MIN_FILE_LINES,
     PACKAGES,
@@ -121,10 +121,11 @@ def stage_dir(name: str, version: str, seed: int) -> Path:
     return bench_repo_cache().parent / "bench-adapt" / f"{name}-{version}-seed{seed}"
 
 
-def run_adapt(workspace: Path, base: Path, minutes: float, log_file: Path) -> dict:
+def run_adapt(workspace: Path, base: Path, minutes: float, log_file: Path, lr: float | None = None) -> dict:
     """``celeris-complete adapt --fresh`` on ``workspace`` in a child process; its model and figures."""
     command = [sys.executable, "-m", "celeris_complete.cli", "adapt", str(workspace), "--fresh"]
     command += ["--minutes", str(minutes), "--model", str(base)]
+    command += ["--lr", str(lr)] if lr is not None else []
     started = time.perf_counter()
     with open(log_file, "wb") as out:
         code = subprocess.call(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
@@ -231,6 +232,7 @@ def run_package(
     drafts: Sequence[bool],
     keep_adapted: bool = False,
     say: Callable[[str], None] = lambda m: None,
+    lr: float | None = None,
 ) -> dict:
     files = python_files(root)
     cut = len(files) < MIN_FILES
@@ -249,7 +251,7 @@ def run_package(
     else:
         write_files(workspace, files, adapt_names)
         say(f"{name}: adapting on {len(adapt_names)} files for {minutes} min ({len(held)} held out)")
-        adapted = run_adapt(workspace, base, minutes, stage / "adapt.log")
+        adapted = run_adapt(workspace, base, minutes, stage / "adapt.log", lr)
     say(f"{name}: {len(chosen)} sites, base and adapted model")
     t0 = time.perf_counter()
     figures = evaluate_package(files, adapt_names, chosen, {"base": base, "adapted": Path(adapted["model"])},
@@ -282,6 +284,7 @@ def run(
     fetch: Callable[[str, str], Path] = fetch_package,
     progress: Callable[[str], None] | None = None,
     partial: Callable[[dict], None] | None = None,
+    lr: float | None = None,
 ) -> dict:
     """Per package and overall: base and adapted model on the held-out files' sites (see the module doc);
     ``partial`` gets the result so far after each package."""
@@ -297,7 +300,7 @@ def run(
     for name, version in packages:
         say(f"{name} {version}: fetching")
         result = run_package(name, version, fetch(name, version), minutes, base, sites, max_files, seed, options,
-                             drafts, keep_adapted, say)  # fmt: skip
+                             drafts, keep_adapted, say, lr)  # fmt: skip
         per_package[name] = result
         on = result["drafts_on"]
         say(
@@ -309,6 +312,7 @@ def run(
             "overall": overall(per_package, drafts),
             "packages": per_package,
             "minutes": minutes,
+            "lr": lr if lr is not None else LR,
             "base_model": str(base),
             "seed": seed,
             "sites_per_package": sites,

@@ -177,6 +177,7 @@ def adapt(
         Optional[float],
         typer.Option(help="Memory budget in MB (default: the setting adapt_memory_mb, 2048)."),
     ] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate (default 5e-4).")] = None,
 ) -> None:
     """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
     compare it with the model it started from on held-out workspace files; the result goes under the
@@ -193,7 +194,9 @@ def adapt(
         if memory_mb is not None:
             overrides["adapt_memory_mb"] = memory_mb
         settings = load_settings(overrides)
-        out = run_adapt(workspace, settings, minutes, fresh=fresh)
+        if lr is not None and not lr > 0:
+            fail("--lr must be above 0")
+        out = run_adapt(workspace, settings, minutes, fresh=fresh, **({"lr": lr} if lr is not None else {}))
         verdict = json.loads((out / CHECK_FILE).read_text(encoding="utf-8"))
     except CelerisError as exc:
         fail(str(exc))
@@ -684,6 +687,7 @@ def bench_adapt(
         Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
     ] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="The adaptations' peak learning rate (default: adapt's).")] = None,
 ) -> None:
     """The lift of adapting the model to a repository: for each bench repo package, adapt a copy of the
     model on 80% of its files for --minutes (celeris-complete adapt), then complete lines in the other 20%
@@ -696,8 +700,8 @@ def bench_adapt(
     unknown = [p for p in chosen if p not in pinned]
     if unknown:
         fail(f"unknown package(s) {', '.join(unknown)}: choose from {', '.join(pinned)}")
-    if sites < 1 or files < 1 or minutes <= 0:
-        fail("--sites and --files must be at least 1, --minutes above 0")
+    if sites < 1 or files < 1 or minutes <= 0 or (lr is not None and not lr > 0):
+        fail("--sites and --files must be at least 1, --minutes and --lr above 0")
     options = server_options(dict(budget_ms=budget_ms), setting)
     for key in ("model", "drafts"):
         if key in options:
@@ -710,7 +714,7 @@ def bench_adapt(
     try:
         result = run(
             [(p, pinned[p]) for p in chosen], minutes, model, sites, files, seed, options, drafts_off, keep_adapted,
-            progress=lambda m: typer.echo(m, err=True), partial=save,
+            progress=lambda m: typer.echo(m, err=True), partial=save, lr=lr,
         )  # fmt: skip
     except (CelerisError, RuntimeError) as exc:
         fail(str(exc))

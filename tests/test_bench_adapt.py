@@ -66,7 +66,7 @@ def test_short_run_adapts_on_the_workspace_and_compares_both_models_on_held_out_
         (root / name).write_text(text, encoding="utf-8")
     result = run(
         [("things", "0")], minutes=0.05, model=str(tiny_model_dir), sites=6, drafts_off=False,
-        fetch=lambda name, version: root,
+        fetch=lambda name, version: root, lr=2e-3,
     )  # fmt: skip
     p = result["packages"]["things"]
     assert sorted(p["adapt_files"] + p["held_out_files"]) == sorted(python_files(root))
@@ -78,6 +78,8 @@ def test_short_run_adapts_on_the_workspace_and_compares_both_models_on_held_out_
     used = {r["path"].split("/", 1)[1] for r in manifest}
     assert used and used <= set(p["adapt_files"]) and not used & set(p["held_out_files"])
     assert {"base", "adapted"} <= set(adapted["check"])
+    trained = json.loads((Path(adapted["model"]) / "config.json").read_text())["training"]
+    assert trained["lr"] == result["lr"] == 2e-3  # --lr reached the adaptation
     # Evaluation: the server's workspace is the adaptation's (the held-out file gone), same sites for both.
     on = p["drafts_on"]
     assert on["workspace_files"] == sorted(p["adapt_files"]) and on["same_decoding"]
@@ -95,7 +97,8 @@ def test_cli_refuses_bad_choices_with_a_clear_message():
     for args, message in (
         (["--packages", "nosuch"], "unknown package(s) nosuch"),
         (["--set", "drafts=false"], "bench adapt sets it itself"),
-        (["--minutes", "0"], "--minutes above 0"),
+        (["--minutes", "0"], "--minutes and --lr above 0"),
+        (["--lr", "-1e-4"], "--minutes and --lr above 0"),
     ):
         out = runner.invoke(app, ["bench", "adapt", *args])
         assert out.exit_code == 2 and message in out.output
