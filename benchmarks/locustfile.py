@@ -16,7 +16,7 @@ import os
 
 from locust import FastHttpUser, constant, task
 
-from celeris_complete.bench_serve import places
+from celeris_complete.bench.serve import places
 
 BODIES = places(200)
 _start = itertools.count()

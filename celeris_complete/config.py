@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CelerisError
+from celeris_complete.errors import CelerisError
 
 try:
     import tomllib

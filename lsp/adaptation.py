@@ -159,7 +159,7 @@ class Adaptation:
             self._finished(proc.returncode)
 
     def _finished(self, code: int) -> None:
-        from celeris_complete.adapt import CHECK_FILE, adapt_dir
+        from celeris_complete.training.adapt import CHECK_FILE, adapt_dir
 
         self.paused = False
         if code != 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from celeris_complete.drafts import Draft, line_continuation
+from celeris_complete.drafts.table import Draft, line_continuation
 
 LOOK_BACK = 8  # deleted characters still served from the cache
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from celeris_complete import corpus as corpus_mod
-from celeris_complete.bench_repo import PACKAGES, fetch_package, python_files
-from celeris_complete.corpus_packages import fetch_sources
+from celeris_complete.bench.repo import PACKAGES, fetch_package, python_files
+from celeris_complete.training import corpus as corpus_mod
+from celeris_complete.training.packages import fetch_sources
 
 
 def long_lines(text: str, min_chars: int) -> set[str]:

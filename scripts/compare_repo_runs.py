@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from celeris_complete.bench_adapt import paired_interval
+from celeris_complete.bench.adapt import paired_interval
 
 
 def sites(path: str) -> list[dict]:

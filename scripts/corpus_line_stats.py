@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import collections
 
-from celeris_complete import corpus as corpus_mod
-from celeris_complete.corpus_packages import fetch_sources
+from celeris_complete.training import corpus as corpus_mod
+from celeris_complete.training.packages import fetch_sources
 
 KINDS = ("else:", "pass", "break", "continue", "return", "return True", "return False")
 

@@ -13,8 +13,9 @@ import json
 import sys
 from collections import Counter
 
-from celeris_complete.bench_repo import PACKAGES, fetch_package, python_files
-from celeris_complete.drafts import LineTable, find_drafts
+from celeris_complete.bench.repo import PACKAGES, fetch_package, python_files
+from celeris_complete.drafts.search import find_drafts
+from celeris_complete.drafts.table import LineTable
 
 
 def main() -> None:

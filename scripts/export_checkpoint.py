@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from celeris_complete.model import InfillModel, ModelConfig
-from celeris_complete.model_dir import CONFIG, MANIFEST, WEIGHTS, save_model_dir
-from celeris_complete.tokenizer import CodeTokenizer
-from celeris_complete.train import checkpoint_meta
+from celeris_complete.model.directory import CONFIG, MANIFEST, WEIGHTS, save_model_dir
+from celeris_complete.model.network import InfillModel, ModelConfig
+from celeris_complete.model.tokenizer import CodeTokenizer
+from celeris_complete.training.checkpoint import checkpoint_meta
 
 
 def main() -> None:

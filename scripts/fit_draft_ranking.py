@@ -31,11 +31,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from celeris_complete import drafts  # noqa: E402
-from celeris_complete.bench_repo import PACKAGES as BENCHMARK_PACKAGES  # noqa: E402
-from celeris_complete.bench_repo import choose_sites, cut_text, python_files  # noqa: E402
-from celeris_complete.corpus_packages import PINNED, _norm, cache_dir  # noqa: E402
-from celeris_complete.postprocess import choose_mode, postprocess  # noqa: E402
+from celeris_complete.bench.repo import PACKAGES as BENCHMARK_PACKAGES  # noqa: E402
+from celeris_complete.bench.repo import choose_sites, cut_text, python_files  # noqa: E402
+from celeris_complete.checks.postprocess import choose_mode, postprocess  # noqa: E402
+from celeris_complete.drafts import search as drafts  # noqa: E402
+from celeris_complete.training.packages import PINNED, _norm, cache_dir  # noqa: E402
 
 # Training-corpus packages of a size like the benchmark's (tens of files): libraries, tools, a web stack.
 PACKAGES = (

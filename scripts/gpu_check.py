@@ -22,13 +22,15 @@ import traceback
 import warnings
 from pathlib import Path
 
+from celeris_complete.engine import InfillRequest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from celeris_complete.bench.selftest import run_selftest, sample_cursors  # noqa: E402
 from celeris_complete.config import load_settings  # noqa: E402
-from celeris_complete.engine import Engine  # noqa: E402
-from celeris_complete.selftest import run_selftest, sample_cursors  # noqa: E402
+from celeris_complete.engine.pipeline import Engine  # noqa: E402
 
 GPU_CONFIGS = [("torch", "none"), ("torch", "fp16"), ("torch", "bf16"), ("onnx", "none")]
 CPU_CONFIGS = [("torch", "bf16"), ("onnx", "none")]  # the smoke test's stand-ins
@@ -42,7 +44,7 @@ def engine_for(device: str, backend: str, quant: str, model: str | None) -> Engi
 
 
 def answers(engine: Engine, places: list) -> list[str]:
-    return [engine.complete(text[:at], text[at:], mode=mode).text for text, at, mode in places]
+    return [engine.complete(InfillRequest(text[:at], text[at:], mode=mode)).text for text, at, mode in places]
 
 
 def check(device: str, configs: list, model: str | None, places: int = 24, requests: int = 24) -> dict:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from celeris_complete.grow import grow_depth
-from celeris_complete.model_dir import MANIFEST, load_model_dir, save_model_dir
+from celeris_complete.model.directory import MANIFEST, load_model_dir, save_model_dir
+from celeris_complete.training.grow import grow_depth
 
 
 def main() -> None:

@@ -33,13 +33,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from celeris_complete import diffusion, drafts  # noqa: E402
-from celeris_complete.bench_repo import cut_text  # noqa: E402
+from celeris_complete.bench.repo import cut_text  # noqa: E402
+from celeris_complete.checks.postprocess import choose_mode, postprocess  # noqa: E402
 from celeris_complete.config import load_settings  # noqa: E402
-from celeris_complete.diffusion import DecodeSettings, diffuse, span_tokens  # noqa: E402
-from celeris_complete.drafts import MAX_LINE, MIN_KEY, draft_tokens  # noqa: E402
-from celeris_complete.engine import Engine  # noqa: E402
-from celeris_complete.postprocess import choose_mode, postprocess  # noqa: E402
+from celeris_complete.drafts import search as drafts
+from celeris_complete.drafts.search import MIN_KEY
+from celeris_complete.drafts.table import MAX_LINE, draft_tokens
+from celeris_complete.engine.pipeline import Engine  # noqa: E402
+from celeris_complete.model import diffusion  # noqa: E402
+from celeris_complete.model.diffusion import DecodeSettings, diffuse, span_tokens  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_draft_ranking import fit, heldout_files  # noqa: E402

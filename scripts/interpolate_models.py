@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from celeris_complete.model_dir import MANIFEST, TOKENIZER, load_model_dir, save_model_dir
+from celeris_complete.model.directory import MANIFEST, TOKENIZER, load_model_dir, save_model_dir
 
 
 def interpolate(base: dict[str, torch.Tensor], tuned: dict[str, torch.Tensor], alpha: float) -> dict:

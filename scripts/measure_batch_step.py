@@ -11,9 +11,9 @@ import time
 
 import torch
 
-from celeris_complete.batch_step import BatchStep, eager_model
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine
+from celeris_complete.serve.batch_step import BatchStep, eager_model
 
 
 def main() -> None:

@@ -18,7 +18,8 @@ import sysconfig
 import time
 from pathlib import Path
 
-from celeris_complete.syntax_check import BLAMED, judge, window
+from celeris_complete.checks.syntax import BLAMED, judge
+from celeris_complete.checks.window import window
 
 
 def main() -> None:

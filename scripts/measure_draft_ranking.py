@@ -19,8 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from celeris_complete import drafts  # noqa: E402
-from celeris_complete.bench_repo import PACKAGES, choose_sites, fetch_package, python_files  # noqa: E402
+from celeris_complete.bench.repo import PACKAGES, choose_sites, fetch_package, python_files  # noqa: E402
+from celeris_complete.drafts import search as drafts  # noqa: E402
 
 
 def by_votes(votes, *_args) -> list[str]:

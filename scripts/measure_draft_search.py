@@ -13,8 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from celeris_complete import drafts  # noqa: E402
-from celeris_complete.snippets import SnippetIndex  # noqa: E402
+from celeris_complete.drafts import search as drafts  # noqa: E402
+from celeris_complete.drafts.snippets import SnippetIndex  # noqa: E402
 
 
 def regex_lines(text: str, key: str, counts: Counter) -> None:

@@ -15,10 +15,10 @@ import json
 import statistics
 from pathlib import Path
 
-from celeris_complete import drafts
+from celeris_complete.bench.selftest import percentile, sample_cursors
 from celeris_complete.config import load_settings
-from celeris_complete.engine import Engine
-from celeris_complete.selftest import percentile, sample_cursors
+from celeris_complete.drafts import search as drafts
+from celeris_complete.engine import Engine, InfillRequest
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
 
     def complete(d: bool, *call, **options):
         drafts._tails, drafts._between = found if d or not loose else (lambda typed: [], lambda *args: [])
-        return engines[d].complete(*call, **options)
+        return engines[d].complete(InfillRequest(*call, **options))
 
     cursors = sample_cursors(args.requests)
     for d in engines:

@@ -11,8 +11,8 @@ import json
 import statistics
 from pathlib import Path
 
-from celeris_complete import bench_lsp
-from celeris_complete.selftest import percentile
+from celeris_complete.bench import lsp as bench_lsp
+from celeris_complete.bench.selftest import percentile
 
 
 def summary(trace: list[dict]) -> dict:

@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+from celeris_complete.engine import InfillRequest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from celeris_complete.bench.selftest import sample_cursors  # noqa: E402
 from celeris_complete.config import load_settings  # noqa: E402
-from celeris_complete.engine import Engine  # noqa: E402
-from celeris_complete.selftest import sample_cursors  # noqa: E402
+from celeris_complete.engine.pipeline import Engine  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -30,7 +32,7 @@ def main() -> None:
     started = time.time()
     for i, (text, at, mode) in enumerate(sample_cursors(places, seed=5), 1):
         for k in range(3):
-            engine.complete(text[: at + k], text[at:], mode=mode)
+            engine.complete(InfillRequest(text[: at + k], text[at:], mode=mode))
         if i % 50 == 0:
             print(f"{i} places, {3 * i} completions: {rss_mb():.0f} MB ({time.time() - started:.0f} s)", flush=True)
 

@@ -15,8 +15,8 @@ import sysconfig
 import time
 from pathlib import Path
 
-from celeris_complete.drafts import LineTable
-from celeris_complete.import_drafts import STARTS_IMPORT, import_drafts, workspace_imports
+from celeris_complete.drafts.imports import STARTS_IMPORT, import_drafts, workspace_imports
+from celeris_complete.drafts.table import LineTable
 
 
 def files(args: list[str]) -> list[Path]:

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from celeris_complete.memory import release_freed_memory  # noqa: E402
-from celeris_complete.snippets import SnippetIndex  # noqa: E402
+from celeris_complete.drafts.snippets import SnippetIndex  # noqa: E402
+from celeris_complete.system.memory import release_freed_memory  # noqa: E402
 
 
 def rss_mb() -> float:

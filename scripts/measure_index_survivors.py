@@ -13,8 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from celeris_complete.memory import release_freed_memory  # noqa: E402
-from celeris_complete.snippets import SnippetIndex  # noqa: E402
+from celeris_complete.drafts.snippets import SnippetIndex  # noqa: E402
+from celeris_complete.system.memory import release_freed_memory  # noqa: E402
 
 
 def anon_mb() -> float:

@@ -11,7 +11,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from celeris_complete.bench_lsp import start_server, stop_server
+from celeris_complete.bench.lsp import start_server, stop_server
 
 
 def cpu_seconds(pid: int) -> float:

@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from celeris_complete.model import InfillModel, ModelConfig  # noqa: E402
-from celeris_complete.model_dir import load_model_dir, save_model_dir  # noqa: E402
+from celeris_complete.model.directory import load_model_dir, save_model_dir  # noqa: E402
+from celeris_complete.model.network import InfillModel, ModelConfig  # noqa: E402
 
 
 def main() -> None:

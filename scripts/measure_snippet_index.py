@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from celeris_complete.drafts.snippets import SnippetIndex  # noqa: E402
 from celeris_lsp.workspace_index import WorkspaceIndexer  # noqa: E402
-
-from celeris_complete.snippets import SnippetIndex  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -13,9 +13,9 @@ import argparse
 import collections
 import statistics
 
+from celeris_complete.bench.selftest import sample_cursors
 from celeris_complete.config import load_settings
-from celeris_complete.engine import Engine
-from celeris_complete.selftest import sample_cursors
+from celeris_complete.engine import Engine, InfillRequest
 
 
 def main() -> None:
@@ -30,10 +30,10 @@ def main() -> None:
             line_end = len(text) if line_end < 0 else line_end
             engine.cache.clear()
             for k in range(5):
-                done = engine.complete(
+                done = engine.complete(InfillRequest(
                     text[: min(line_end, at + k)], text[line_end:], mode=mode, language="python",
                     repair_samples=samples,
-                )  # fmt: skip
+                ))  # fmt: skip
                 spent[done.syntax].append(done.timings_ms["syntax"])
         print(f"samples {'allowed' if samples else 'off (keystrokes)'}:")
         for verdict, ms in sorted(spent.items()):

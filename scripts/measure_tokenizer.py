@@ -19,12 +19,12 @@ import random
 import time
 from pathlib import Path
 
-from celeris_complete import bench_repo
-from celeris_complete import corpus as corpus_mod
-from celeris_complete.bench_quality import DATA_DIR
-from celeris_complete.corpus_packages import fetch_sources
-from celeris_complete.model_dir import load_model_dir
-from celeris_complete.tokenizer import CodeTokenizer
+from celeris_complete.bench import repo as bench_repo
+from celeris_complete.bench.quality import DATA_DIR
+from celeris_complete.model.directory import load_model_dir
+from celeris_complete.model.tokenizer import CodeTokenizer
+from celeris_complete.training import corpus as corpus_mod
+from celeris_complete.training.packages import fetch_sources
 
 
 def chars_per_token(tok: CodeTokenizer, texts: list[str]) -> float:

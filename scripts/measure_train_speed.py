@@ -22,11 +22,11 @@ import time
 import numpy as np
 import torch
 
-from celeris_complete.data import Batch
-from celeris_complete.model import InfillModel, ModelConfig
-from celeris_complete.model_dir import load_model_dir
-from celeris_complete.train import _optimizer, losses
-from celeris_complete.validation import make_masks
+from celeris_complete.model.directory import load_model_dir
+from celeris_complete.model.network import InfillModel, ModelConfig
+from celeris_complete.training.data import Batch
+from celeris_complete.training.losses import _optimizer, losses
+from celeris_complete.training.validation import make_masks
 
 
 def maybe_compile(model: InfillModel, enabled: bool) -> torch.nn.Module:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from celeris_complete import drafts
-from celeris_complete.bench_repo import PACKAGES, fetch_package, python_files
+from celeris_complete.bench.repo import PACKAGES, fetch_package, python_files
+from celeris_complete.drafts import search as drafts
 
 
 def line_starts(paths: list[str]) -> list[tuple[str, str, str, str]]:

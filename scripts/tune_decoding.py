@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from celeris_complete.bench_engine import validation_exact_match
+from celeris_complete.bench.engine import validation_exact_match
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine
 

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from celeris_complete.tokenizer import CodeTokenizer
+from celeris_complete.model.tokenizer import CodeTokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -89,7 +89,7 @@ def small_tok(small_corpus) -> CodeTokenizer:
 @pytest.fixture(scope="session")
 def tiny_model_dir(small_corpus, tmp_path_factory) -> Path:
     """A model directory written by the real training pipeline (a few steps of a tiny model)."""
-    from celeris_complete.train import TrainArgs, train
+    from celeris_complete.training.train import TrainArgs, train
 
     out = tmp_path_factory.mktemp("model")
     train(TrainArgs(output=out, roots=[small_corpus], steps=4, **TINY))

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from celeris_complete.adapt import adapt, adapt_dir
 from celeris_complete.config import load_settings
 from celeris_complete.errors import CelerisError
-from celeris_complete.model_dir import load_model_dir
+from celeris_complete.model.directory import load_model_dir
+from celeris_complete.training.adapt import adapt, adapt_dir
 from tests.conftest import STDLIB, TINY
 
 TRAIN = {k: v for k, v in TINY.items() if k in ("batch_size", "max_suffix", "eval_every", "validation_every")}
@@ -60,7 +60,7 @@ def test_too_little_code_is_a_clear_error(tiny_model_dir, tmp_path, monkeypatch)
 
 def test_adaptation_trains_on_the_engines_context_with_a_cpu_batch(monkeypatch, tmp_path):
     """Not the base model's GPU batch (128 x 1,024): contexts as long as the engine's, 8,192 tokens a step."""
-    from celeris_complete import adapt as adapt_module
+    from celeris_complete.training import adapt as adapt_module
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from celeris_complete.bench_adapt import MIN_FILES, cut_into_parts, paired_interval, run, split_files
-from celeris_complete.bench_repo import python_files
+from celeris_complete.bench.adapt import MIN_FILES, cut_into_parts, paired_interval, run, split_files
+from celeris_complete.bench.repo import python_files
 from celeris_complete.cli import app
 from tests.test_bench_repo import CLASS, MODULES
 

@@ -2,7 +2,7 @@ import json
 import subprocess
 import sys
 
-from celeris_complete.bench_engine import table
+from celeris_complete.bench.engine import table
 
 
 def test_engine_bench_runs_each_config_in_its_own_process(tiny_model_dir, tmp_path, small_corpus):

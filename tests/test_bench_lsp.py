@@ -1,4 +1,4 @@
-from celeris_complete.bench_lsp import run, typing_sessions
+from celeris_complete.bench.lsp import run, typing_sessions
 
 
 def test_typing_sessions_come_from_real_files():

@@ -1,4 +1,4 @@
-from celeris_complete.bench_quality import candidate, load_tasks, run_program
+from celeris_complete.bench.quality import candidate, load_tasks, run_program
 
 
 def program(task, text):

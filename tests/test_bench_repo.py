@@ -7,7 +7,7 @@ import zipfile
 import pytest
 from lsprotocol import types
 
-from celeris_complete.bench_repo import (
+from celeris_complete.bench.repo import (
     MIN_REST,
     PACKAGES,
     cache_dir,
@@ -20,8 +20,8 @@ from celeris_complete.bench_repo import (
     score,
     table,
 )
-from celeris_complete.corpus_packages import PINNED
 from celeris_complete.errors import CelerisError
+from celeris_complete.training.packages import PINNED
 
 CLASS = '''\
 class {name}:

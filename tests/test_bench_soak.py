@@ -1,7 +1,7 @@
-"""The soak benchmark's machinery, on a run of seconds with the tiny model (the 10-minute figures are the
-README's)."""
+"""The soak benchmark's machinery, on a run of seconds with the tiny model (the 10-minute figures are in
+docs/reliability.md)."""
 
-from celeris_complete.bench_soak import run, summarise, table, verdict
+from celeris_complete.bench.soak import run, summarise, table, verdict
 
 
 def test_a_short_soak_with_the_workspace_changing(tiny_model_dir):

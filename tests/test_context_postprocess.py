@@ -1,6 +1,6 @@
-from celeris_complete.context import build_context
-from celeris_complete.postprocess import choose_mode, postprocess
-from celeris_complete.syntax_check import line_is_open
+from celeris_complete.checks.brackets import line_is_open
+from celeris_complete.checks.postprocess import choose_mode, postprocess
+from celeris_complete.model.context import build_context
 
 
 def test_context_layout_and_file_markers(small_tok):

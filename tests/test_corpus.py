@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from celeris_complete.corpus import CorpusFile, gather, looks_generated, validation_split, write_manifest
 from celeris_complete.errors import CelerisError
+from celeris_complete.training.corpus import CorpusFile, gather, looks_generated, validation_split, write_manifest
 
 
 def test_generated_tables_are_filtered():

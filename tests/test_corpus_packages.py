@@ -3,9 +3,9 @@ import zipfile
 
 import pytest
 
-from celeris_complete import corpus_packages as cp
-from celeris_complete.corpus import gather, looks_generated, write_manifest
 from celeris_complete.errors import CelerisError
+from celeris_complete.training import packages as cp
+from celeris_complete.training.corpus import gather, looks_generated, write_manifest
 
 METADATA = "Metadata-Version: 2.4\nName: demo-pkg\nVersion: 1.2.0\nLicense-Expression: MIT\n\n"
 

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from celeris_complete.corpus import gather
-from celeris_complete.data import SpanSampler, load_tokens, pretokenize
 from celeris_complete.errors import CelerisError
+from celeris_complete.training.corpus import gather
+from celeris_complete.training.data import SpanSampler, load_tokens, pretokenize
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 import torch
 
-from celeris_complete.diffusion import DecodeSettings, SpecialIds, diffuse, expand_kv, span_tokens
-from celeris_complete.model import InfillModel, ModelConfig
+from celeris_complete.model.diffusion import DecodeSettings, SpecialIds, diffuse, expand_kv, span_tokens
+from celeris_complete.model.network import InfillModel, ModelConfig
 
 MASK, EOS = 100, 101
 IDS = SpecialIds(MASK, EOS, (MASK, 102))

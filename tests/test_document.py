@@ -1,12 +1,13 @@
 """The language server's document: the same text as pygls's after any edit, without re-splitting the text."""
 
 import numpy as np
-from celeris_lsp.document import LINE_BREAK, FastDocument, Lines, line_starts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 from pygls.workspace.text_document import TextDocument
+
+from celeris_lsp.document import LINE_BREAK, FastDocument, Lines, line_starts
 
 ALPHABET = st.sampled_from(["a", "b", " ", "\n", "\r", "\r\n", "é", "漢", "😋", "\t"])
 TEXT = st.lists(ALPHABET, max_size=40).map("".join)

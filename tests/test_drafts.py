@@ -1,7 +1,8 @@
 import sys
 
-from celeris_complete import drafts
-from celeris_complete.drafts import LineTable, find_draft
+from celeris_complete.drafts import search as drafts
+from celeris_complete.drafts.search import find_draft
+from celeris_complete.drafts.table import LineTable
 
 DOC = """import os
 
@@ -68,7 +69,7 @@ def test_of_lines_as_alike_the_nearest_and_none_where_the_line_goes_on_after_the
     assert find_draft(doc.replace("\n", "\r\n"), "\r\n    commit()\r\n").text == "SECOND"
     assert find_draft(doc, "x = 1\n    commit()\n") is None  # the cursor's line has text after it
     # Several (an invoked request's alternatives): the most alike first, each line once, none below MIN_CONTEXT.
-    from celeris_complete.drafts import find_drafts
+    from celeris_complete.drafts.search import find_drafts
 
     doc = "    check(a)\n    FIRST\n    commit()\n    check(a)\n    SECOND\n    log()\n    FIRST\n    commit()\n"
     got = find_drafts(doc + "    check(b)\n    ", "\n    commit()\n", limit=4)
@@ -138,7 +139,7 @@ def test_a_workspace_majority_outvotes_a_document_line_far_from_the_cursor_but_n
 
 
 def test_of_continuations_alike_otherwise_the_one_whose_names_are_in_use_near_the_cursor():
-    from celeris_complete.drafts import find_drafts
+    from celeris_complete.drafts.search import find_drafts
 
     table = LineTable()
     table.set_file("a.py", "def a(values):\n    for k, v in values.items():\n        pass\n" * 2)
@@ -168,7 +169,7 @@ def test_the_table_stays_right_through_many_files_replaced_and_removed():
 
 
 def test_a_file_gives_at_most_so_many_votes_for_the_line_after_a_line():
-    from celeris_complete.drafts import FOLLOWING_PER_FILE
+    from celeris_complete.drafts.table import FOLLOWING_PER_FILE
 
     table = LineTable()
     table.set_file("a.py", "try:\n    import fast\n" * (FOLLOWING_PER_FILE + 10))
@@ -180,7 +181,8 @@ def test_a_file_gives_at_most_so_many_votes_for_the_line_after_a_line():
 
 
 def test_several_drafts_cheapest_first_then_by_votes_each_once():
-    from celeris_complete.drafts import Draft, find_drafts
+    from celeris_complete.drafts.search import find_drafts
+    from celeris_complete.drafts.table import Draft
 
     first = [Draft("path) as f:", "typing-cache", 1), Draft("", "previous", 1)]
     got = find_drafts(DOC + "\ndef size(path):\n    with open(", "\n", limit=3, first=first)
@@ -204,7 +206,7 @@ def test_an_answer_shown_on_the_line_is_a_draft_after_the_text_after_the_cursor_
 
 
 def test_previous_answers_are_drafts_at_the_same_place_only():
-    from celeris_complete.drafts import PreviousCompletions
+    from celeris_complete.drafts.table import PreviousCompletions
 
     prev = PreviousCompletions(per_document=2, documents=2)
     prev.record("a", "def f():\n    y = g(", "1, 2)")
@@ -219,7 +221,7 @@ def test_previous_answers_are_drafts_at_the_same_place_only():
 def test_of_drafts_accepted_whole_the_likelier_wins():
     import torch
 
-    from celeris_complete.verify import DraftRule, choose
+    from celeris_complete.model.verify import DraftRule, choose
 
     probs = torch.full((3, 8), 0.01)
     probs[:, 1], probs[:, 2] = 0.5, 0.3  # every slot: token 1 likeliest, then 2
@@ -232,7 +234,7 @@ def test_of_drafts_accepted_whole_the_likelier_wins():
 def test_the_document_is_searched_line_by_line_whatever_the_line_endings():
     from collections import Counter
 
-    from celeris_complete.drafts import _document_following, _document_lines
+    from celeris_complete.drafts.search import _document_following, _document_lines
 
     text = "x = 1\r\n  total = add(a)\r\n\ttotal = add(b) \nnot total = add(c)\n total = \n"
     counts = Counter()
@@ -264,7 +266,7 @@ def totals(data):
 
 
 def test_continuations_are_ranked_by_how_alike_the_lines_around_their_copies_are():
-    from celeris_complete.drafts import find_drafts
+    from celeris_complete.drafts.search import find_drafts
 
     # The copy whose line above looks like the cursor's (`rows = ...`) wins, not the first seen
     # (`headers`), the nearest or the most voted (`values`, twice in the document); then `totals = ...`
@@ -289,7 +291,8 @@ def test_continuations_are_ranked_by_how_alike_the_lines_around_their_copies_are
 
 
 def test_a_copys_neighbours_skip_blank_lines_but_not_far_and_never_a_long_line(monkeypatch):
-    from celeris_complete.drafts import MAX_LINE, _line_next_to
+    from celeris_complete.drafts.search import _line_next_to
+    from celeris_complete.drafts.table import MAX_LINE
 
     text = "first()\r\n\r\n  \t\n    copy = 1\n\n\nlast()"
     at = text.index("copy")
@@ -309,7 +312,8 @@ def test_a_copys_neighbours_skip_blank_lines_but_not_far_and_never_a_long_line(m
 def test_only_the_nearest_copies_of_a_continuation_are_kept_for_ranking():
     from collections import Counter
 
-    from celeris_complete.drafts import PLACES_LOOKED, _document_lines
+    from celeris_complete.drafts.search import _document_lines
+    from celeris_complete.drafts.table import PLACES_LOOKED
 
     text = "".join(f"    total = add({i % 2})\n" for i in range(200))
     counts, places = Counter(), {}
@@ -324,7 +328,7 @@ def test_only_the_nearest_copies_of_a_continuation_are_kept_for_ranking():
 
 
 def test_a_copy_under_the_cursors_very_line_above_counts_beyond_looking_alike(monkeypatch):
-    from celeris_complete.drafts import find_drafts
+    from celeris_complete.drafts.search import find_drafts
 
     # `return data` sits among lines more alike to the cursor's on the whole (`rows = sorted(data,
     # key=len)` above, `print(data, rows)` below); `return rows` under exactly the cursor's line above.

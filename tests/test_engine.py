@@ -3,8 +3,8 @@
 import pytest
 
 from celeris_complete.config import load_settings
-from celeris_complete.drafts import Draft
-from celeris_complete.engine import Completion, Engine
+from celeris_complete.drafts.table import Draft
+from celeris_complete.engine import Completion, Engine, InfillRequest
 
 PROMPTS = [
     ("def add(a, b):\n    return ", "\n"),
@@ -39,14 +39,14 @@ def engine_int8(shipped_model_dir):
 
 
 def test_completions_are_real_and_deterministic(engine):
-    texts = [engine.complete(p, s).text for p, s in PROMPTS]
-    assert texts == [engine.complete(p, s).text for p, s in PROMPTS]
+    texts = [engine.complete(InfillRequest(p, s)).text for p, s in PROMPTS]
+    assert texts == [engine.complete(InfillRequest(p, s)).text for p, s in PROMPTS]
     assert sum(bool(t.strip()) for t in texts) >= 3, texts
 
 
 def test_line_mode_returns_one_line(engine):
     for prefix, suffix in PROMPTS:
-        done = engine.complete(prefix, suffix, mode="line")
+        done = engine.complete(InfillRequest(prefix, suffix, mode="line"))
         assert "\n" not in done.text and done.text == done.text.rstrip()
 
 
@@ -57,29 +57,31 @@ def test_where_the_line_cannot_end_at_the_cursor_the_answer_does_not_end_it(engi
         ("def f(items):\n    total = 0\n    for item in ", "\n        total += item\n    return total\n"),
     ]
     for prefix, suffix in prompts:
-        done = engine.complete(prefix, suffix, mode="line")
+        done = engine.complete(InfillRequest(prefix, suffix, mode="line"))
         written = done.raw[len(done.heal) :]
         assert written and not written.startswith("\n"), (prefix, done.raw)
 
 
 def test_steps_cap_and_timings(engine):
-    done = engine.complete(*PROMPTS[0], steps=2)
+    done = engine.complete(InfillRequest(*PROMPTS[0], steps=2))
     assert 1 <= done.steps <= 2
     assert set(done.timings_ms) >= {"tokenize", "context_encode", "refine", "detokenize", "postprocess", "total"}
 
 
 def test_one_step_per_token_is_also_a_valid_decode(engine):
-    done = engine.complete(*PROMPTS[0], steps=24, max_tokens=24)
+    done = engine.complete(InfillRequest(*PROMPTS[0], steps=24, max_tokens=24))
     assert done.steps <= 24 and "\n" not in done.text
 
 
 def test_deadline_gives_a_whole_answer(engine):
-    done = engine.complete(*PROMPTS[1], steps=16, deadline_ms=0.0)
+    done = engine.complete(InfillRequest(*PROMPTS[1], steps=16, deadline_ms=0.0))
     assert done.steps == 1  # the remaining slots were committed after the first step
 
 
 def test_int8_mostly_agrees_with_fp32(engine, engine_int8):
-    same = sum(engine.complete(p, s).text == engine_int8.complete(p, s).text for p, s in PROMPTS)
+    same = sum(
+        engine.complete(InfillRequest(p, s)).text == engine_int8.complete(InfillRequest(p, s)).text for p, s in PROMPTS
+    )
     assert same >= len(PROMPTS) // 2
 
 
@@ -92,7 +94,7 @@ def test_bf16_mostly_agrees_with_fp32(engine, shipped_model_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # slow on CPUs without AMX, but it must work
         bf16 = Engine(settings)
-    same = sum(engine.complete(p, s).text == bf16.complete(p, s).text for p, s in PROMPTS)
+    same = sum(engine.complete(InfillRequest(p, s)).text == bf16.complete(InfillRequest(p, s)).text for p, s in PROMPTS)
     assert same >= len(PROMPTS) // 2
 
 
@@ -118,7 +120,7 @@ def test_odd_input_never_crashes(engine):
     for prefix, suffix in odd + ordinary:
         for mode in ("line", "block"):
             for language in (None, "python"):
-                done = engine.complete(prefix, suffix, mode=mode, language=language)
+                done = engine.complete(InfillRequest(prefix, suffix, mode=mode, language=language))
                 case = (prefix[-30:], suffix[:10], mode, language, done.text)
                 assert isinstance(done, Completion) and done.mode == mode, case
                 done.text.encode("utf-8")  # valid Unicode: raises on a lone surrogate
@@ -132,14 +134,14 @@ def test_odd_input_never_crashes(engine):
 def test_cache_hit_equals_miss_on_the_shipped_model(engine):
     for prefix, suffix in PROMPTS:
         engine.cache.clear()
-        miss = engine.complete(prefix, suffix)
-        hit = engine.complete(prefix, suffix)
+        miss = engine.complete(InfillRequest(prefix, suffix))
+        hit = engine.complete(InfillRequest(prefix, suffix))
         assert (miss.cache, hit.cache) == ("miss", "hit") and miss.raw == hit.raw
 
 
 def test_one_step_and_many_steps_both_fill_the_canvas(engine):
-    one = engine.complete(*PROMPTS[0], steps=1)
-    many = engine.complete(*PROMPTS[0], steps=8)
+    one = engine.complete(InfillRequest(*PROMPTS[0], steps=1))
+    many = engine.complete(InfillRequest(*PROMPTS[0], steps=8))
     assert one.steps == 1 and 1 <= many.steps <= 8
     assert one.tokens <= engine.settings.canvas_line and many.tokens <= engine.settings.canvas_line
 
@@ -147,8 +149,8 @@ def test_one_step_and_many_steps_both_fill_the_canvas(engine):
 def test_end_of_span_rule_on_the_shipped_model(engine):
     import torch
 
-    from celeris_complete.context import build_context
-    from celeris_complete.diffusion import DecodeSettings, diffuse
+    from celeris_complete.model.context import build_context
+    from celeris_complete.model.diffusion import DecodeSettings, diffuse
 
     ended = 0
     for prefix, suffix in PROMPTS:
@@ -166,7 +168,7 @@ def test_end_of_span_rule_on_the_shipped_model(engine):
 
 
 def test_threshold_zero_commits_everything_at_once(engine):
-    done = engine.complete(*PROMPTS[1], steps=8, threshold=0.0)
+    done = engine.complete(InfillRequest(*PROMPTS[1], steps=8, threshold=0.0))
     assert done.steps == 1
 
 
@@ -182,18 +184,20 @@ def test_alternatives_leave_the_answer_as_it_was_and_differ_from_it(engine, engi
         try:  # one penalty in both modes: line answers that are not empty, so that there are three to offer
             eng.use_settings(base.with_overrides({"eos_penalty_line": base.eos_penalty}, "test"))
             for prefix, suffix in PROMPTS:
-                alone = eng.complete(prefix, suffix)
-                done = eng.complete(prefix, suffix, alternatives=3)
+                alone = eng.complete(InfillRequest(prefix, suffix))
+                done = eng.complete(InfillRequest(prefix, suffix, alternatives=3))
                 assert (done.text, done.raw, done.steps, done.tokens) == (
                     alone.text, alone.raw, alone.steps, alone.tokens
                 )  # fmt: skip
                 assert len(done.alternatives) == 2 and done.timings_ms["alternatives"] > 0
-                assert eng.complete(prefix, suffix, alternatives=3).alternatives == done.alternatives  # seeded
+                assert (
+                    eng.complete(InfillRequest(prefix, suffix, alternatives=3)).alternatives == done.alternatives
+                )  # seeded
                 offered.append(distinct(done))
         finally:
             eng.use_settings(base)
         assert sum(len(texts) == 3 for texts in offered) >= 2, offered
-    assert engine.complete(*PROMPTS[0]).alternatives == ()
+    assert engine.complete(InfillRequest(*PROMPTS[0])).alternatives == ()
 
 
 def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_dir, tmp_path, monkeypatch):
@@ -204,15 +208,15 @@ def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_d
     onnx = Engine(settings)
     assert onnx.backend == "onnx"
     for prefix, suffix in PROMPTS:
-        assert onnx.complete(prefix, suffix).raw == engine.complete(prefix, suffix).raw
+        assert onnx.complete(InfillRequest(prefix, suffix)).raw == engine.complete(InfillRequest(prefix, suffix)).raw
     # Its graphs take one canvas: alternatives are decoded one after another (each with its own seed).
     assert not onnx.model.batched
     # One penalty in both modes (as in the batched test above), so that line alternatives need not be empty.
     onnx.use_settings(onnx.settings.with_overrides({"eos_penalty_line": onnx.settings.eos_penalty}, "test"))
     offered = []
     for prefix, suffix in PROMPTS:
-        done = onnx.complete(prefix, suffix, alternatives=3)
-        assert done.raw == onnx.complete(prefix, suffix).raw and len(done.alternatives) == 2
+        done = onnx.complete(InfillRequest(prefix, suffix, alternatives=3))
+        assert done.raw == onnx.complete(InfillRequest(prefix, suffix)).raw and len(done.alternatives) == 2
         offered.append({done.text, *done.alternatives})
     assert any(len(texts) == 3 for texts in offered), offered
 
@@ -221,13 +225,13 @@ def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):
     base = engine.settings
     try:
         engine.use_settings(base.with_overrides({"eos_penalty": 0.0, "eos_penalty_line": 20.0}, "test"))
-        line = engine.complete(*PROMPTS[0], mode="line", max_tokens=8)
+        line = engine.complete(InfillRequest(*PROMPTS[0], mode="line", max_tokens=8))
         assert line.tokens == 8, line  # the span can never end: every slot holds a token
-        block_with = engine.complete(*PROMPTS[1], mode="block", max_tokens=16).raw
+        block_with = engine.complete(InfillRequest(*PROMPTS[1], mode="block", max_tokens=16)).raw
         engine.use_settings(base.with_overrides({"eos_penalty": 0.0, "eos_penalty_line": 0.0}, "test"))
-        assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).raw == block_with
+        assert engine.complete(InfillRequest(*PROMPTS[1], mode="block", max_tokens=16)).raw == block_with
         engine.use_settings(base.with_overrides({"eos_penalty": 20.0, "eos_penalty_line": 0.0}, "test"))
-        assert engine.complete(*PROMPTS[1], mode="block", max_tokens=16).tokens == 16
+        assert engine.complete(InfillRequest(*PROMPTS[1], mode="block", max_tokens=16)).tokens == 16
     finally:
         engine.use_settings(base)
 
@@ -245,7 +249,7 @@ def complete(engine, prefix, draft=None, suffix="\n", **settings):
     engine.settings = base.with_overrides(settings, "test")
     try:
         drafts = [Draft(draft, "typing-cache", 1)] if draft is not None else []
-        return engine.complete(prefix, suffix, mode="line", drafts=drafts)
+        return engine.complete(InfillRequest(prefix, suffix, mode="line", drafts=drafts))
     finally:
         engine.settings = base
 
@@ -280,12 +284,14 @@ def test_a_model_confident_that_a_draft_is_wrong_writes_its_own_answer(engine):
 
 def test_the_previous_completion_on_the_same_line_is_a_draft(engine):
     engine.previous.record("p.py", "x = 1\nresult = session.query(", "User).filter(User.id == uid).one()")
-    got = engine.complete("x = 1\nresult = session.query(User).fil", ")\n", mode="line", source="p.py")
+    got = engine.complete(InfillRequest("x = 1\nresult = session.query(User).fil", ")\n", mode="line", source="p.py"))
     assert got.draft is not None and got.draft["source"] == "previous"
     assert got.text.startswith("ter(User.id == uid).one()")
-    other = engine.complete("x = 1\nresult = session.query(User).fil", ")\n", mode="line", source="q.py")
+    other = engine.complete(InfillRequest("x = 1\nresult = session.query(User).fil", ")\n", mode="line", source="q.py"))
     assert other.draft is None  # another document's answers are not this one's
-    elsewhere = engine.complete("x = 2\nresult = session.query(User).fil", ")\n", mode="line", source="p.py")
+    elsewhere = engine.complete(
+        InfillRequest("x = 2\nresult = session.query(User).fil", ")\n", mode="line", source="p.py")
+    )
     assert elsewhere.draft is None  # nor those given at another place
 
 
@@ -298,19 +304,21 @@ def test_an_invoked_request_offers_the_next_drafts_before_any_sample(engine):
         "def check(items, strict):\n    total = compute_total(items, strict=strict)\n    return total\n\n"
         "def again(items, rate):\n    total = compute_total("
     )
-    alone = engine.complete(prefix, "\n    return total\n", mode="line")
-    done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3)
+    alone = engine.complete(InfillRequest(prefix, "\n    return total\n", mode="line"))
+    done = engine.complete(InfillRequest(prefix, "\n    return total\n", mode="line", alternatives=3))
     assert (done.text, done.raw, done.draft) == (alone.text, alone.raw, alone.draft)
     assert done.draft["source"] == "document" and alone.text == "items, rate)"
     assert done.alternatives == ("items, 0)", "items, strict=strict)")  # as alike: the fewer names first
     assert done.timings_ms["alternatives"] < 1.0  # no model call for them
     # One draft only: the second alternative is sampled.
-    two = engine.complete(prefix.replace("strict=strict", "rate"), "\n    return total\n", mode="line", alternatives=3)
+    two = engine.complete(
+        InfillRequest(prefix.replace("strict=strict", "rate"), "\n    return total\n", mode="line", alternatives=3)
+    )
     assert two.alternatives[0] == "items, 0)" and len(two.alternatives) == 2
 
 
 def test_a_draft_offered_as_an_alternative_never_replaces_an_answer_the_compiler_blames(engine, monkeypatch):
-    from celeris_complete import engine as engine_module
+    from celeris_complete.engine import checking as engine_module
 
     seen = []
     real = engine_module.check
@@ -326,7 +334,9 @@ def test_a_draft_offered_as_an_alternative_never_replaces_an_answer_the_compiler
         "def check(items, rate):\n    total = compute_total(items, strict=rate)\n    return total\n\n"
         "def again(items, rate):\n    total = compute_total("
     )
-    done = engine.complete(prefix, "\n    return total\n", mode="line", alternatives=3, language="python")
+    done = engine.complete(
+        InfillRequest(prefix, "\n    return total\n", mode="line", alternatives=3, language="python")
+    )
     drafts = {"items, rate)", "items, strict=rate)", "items, 0)"}  # the three calls' arguments
     assert done.text in drafts and set(done.alternatives) == drafts - {done.text}
     assert seen == [()]  # the check saw no alternative to replace a blamed answer with: no sample was drawn
@@ -338,15 +348,17 @@ def test_a_line_draft_the_compiler_blames_gives_way_to_the_next_one(engine):
     prefix = "def lines(path):\n    with open(path) as f:\n        return "
     suffix = "\n\n\ndef names(d):\n    return [n for n in d if ]\n"
     broken = Draft("[n for n in d if ]", "typing-cache", 1)
-    unchecked = engine.complete(prefix, suffix, mode="line", drafts=[broken])
+    unchecked = engine.complete(InfillRequest(prefix, suffix, mode="line", drafts=[broken]))
     assert unchecked.draft["source"] == "typing-cache" and unchecked.text == "[n for n in d if ]"
-    got = engine.complete(prefix, suffix, mode="line", drafts=[broken], language="python")
+    got = engine.complete(InfillRequest(prefix, suffix, mode="line", drafts=[broken], language="python"))
     assert got.draft is None or got.draft["source"] != "typing-cache"
     assert "if ]" not in got.text and got.syntax in ("ok", "replaced", "reindented", "withheld")
     fine = [Draft("f.read()", "typing-cache", 1)]
-    good = engine.complete(prefix, suffix, mode="line", drafts=fine, language="python")
+    good = engine.complete(InfillRequest(prefix, suffix, mode="line", drafts=fine, language="python"))
     assert good.draft["source"] == "typing-cache" and good.text == "f.read()"  # one that compiles stands
     # At a blank line a draft the check would only re-indent stays the model's to judge.
     prefix, suffix = "def f(xs):\n    for x in xs:\n", "\n    return xs\n"
-    moved = engine.complete(prefix, suffix, mode="line", drafts=[Draft("break", "typing-cache", 1)], language="python")
+    moved = engine.complete(
+        InfillRequest(prefix, suffix, mode="line", drafts=[Draft("break", "typing-cache", 1)], language="python")
+    )
     assert moved.draft["source"] == "typing-cache" and (moved.text, moved.syntax) == ("        break", "reindented")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from celeris_complete.config import load_settings
-from celeris_complete.engine import Cancelled, Engine
+from celeris_complete.engine import Cancelled, Engine, InfillRequest
 from celeris_complete.errors import CelerisError
 
 PREFIX = "def add(first, second):\n    total = first + second\n    return tot"
@@ -23,29 +23,29 @@ def engine(tiny_model_dir):
 
 def test_cache_hit_equals_miss(engine):
     engine.cache.clear()
-    first = engine.complete(PREFIX, "\n", mode="block")
-    again = engine.complete(PREFIX, "\n", mode="block")
+    first = engine.complete(InfillRequest(PREFIX, "\n", mode="block"))
+    again = engine.complete(InfillRequest(PREFIX, "\n", mode="block"))
     assert (first.cache, again.cache) == ("miss", "hit")
     assert again.text == first.text and again.raw == first.raw
 
 
 def test_typing_reuses_the_context(engine):
     engine.cache.clear()
-    engine.complete(PREFIX[:-3], "\n")
-    typed = engine.complete(PREFIX, "\n")
+    engine.complete(InfillRequest(PREFIX[:-3], "\n"))
+    typed = engine.complete(InfillRequest(PREFIX, "\n"))
     assert typed.cache == "partial"
     engine.cache.clear()
-    fresh = engine.complete(PREFIX, "\n")
+    fresh = engine.complete(InfillRequest(PREFIX, "\n"))
     assert fresh.cache == "miss" and fresh.raw == typed.raw
     assert engine.cache.stats.partial >= 1 and engine.cache.stats.misses >= 2
 
 
 def test_token_healing_constrains_the_first_token(engine):
-    from celeris_complete.context import build_context
+    from celeris_complete.model.context import build_context
 
     heal = build_context(engine.tok, PREFIX, "\n", 256, 64).heal
     assert heal and "tot".endswith(heal.lstrip())
-    done = engine.complete(PREFIX, "\n", mode="line")
+    done = engine.complete(InfillRequest(PREFIX, "\n", mode="line"))
     assert done.raw.startswith(heal)  # the model rewrites the cut token, then goes on
     assert not done.text.startswith(heal)
 
@@ -53,7 +53,7 @@ def test_token_healing_constrains_the_first_token(engine):
 def test_cancel_between_steps(tiny_model_dir):
     engine = make_engine(tiny_model_dir, drafts=False)  # a draft taken whole would finish in one step
     with pytest.raises(Cancelled):
-        engine.complete(PREFIX, "\n", should_cancel=lambda: True)
+        engine.complete(InfillRequest(PREFIX, "\n", should_cancel=lambda: True))
     calls = {"n": 0}
 
     def cancel_after_first_step():
@@ -61,7 +61,7 @@ def test_cancel_between_steps(tiny_model_dir):
         return calls["n"] > 2
 
     with pytest.raises(Cancelled):
-        engine.complete(PREFIX, "\n", steps=8, should_cancel=cancel_after_first_step)
+        engine.complete(InfillRequest(PREFIX, "\n", steps=8, should_cancel=cancel_after_first_step))
 
 
 def first_step_logits(engine):
@@ -79,7 +79,10 @@ def assert_tracks(fp32, int8):
     gap = (a - b).abs().max().item()
     assert gap > 1e-4, f"the same logits as fp32 (off by {gap:g}): not int8 arithmetic"
     assert gap < 0.2 * a.std().item(), f"logits off by {gap:g} (their spread: {a.std().item():g})"
-    same = [fp32.complete(p, s, mode="block").raw == int8.complete(p, s, mode="block").raw for p, s in PROMPTS]
+    same = [
+        fp32.complete(InfillRequest(p, s, mode="block")).raw == int8.complete(InfillRequest(p, s, mode="block")).raw
+        for p, s in PROMPTS
+    ]
     assert sum(same) >= len(PROMPTS) - 1, same
 
 
@@ -110,7 +113,7 @@ def test_bf16_runs(tiny_model_dir):
         warnings.simplefilter("ignore")
         engine = make_engine(tiny_model_dir, quant="bf16")
     assert next(engine.model.parameters()).dtype == torch.bfloat16
-    assert isinstance(engine.complete(PREFIX, "\n").text, str)
+    assert isinstance(engine.complete(InfillRequest(PREFIX, "\n")).text, str)
 
 
 def test_unavailable_choices_are_clear(tiny_model_dir):
@@ -157,14 +160,14 @@ def test_onnx_backend_matches_torch(tiny_model_dir, onnx_cache):
     onnx_engine = make_engine(tiny_model_dir, backend="onnx")
     assert onnx_engine.backend == "onnx"
     for prefix, suffix in PROMPTS:
-        a = torch_engine.complete(prefix, suffix, mode="block")
-        b = onnx_engine.complete(prefix, suffix, mode="block")
+        a = torch_engine.complete(InfillRequest(prefix, suffix, mode="block"))
+        b = onnx_engine.complete(InfillRequest(prefix, suffix, mode="block"))
         assert a.raw == b.raw
     # The cache works on the stacked keys/values too: typing reuses the context.
     onnx_engine.cache.clear()
-    onnx_engine.complete(PREFIX[:-2], "\n")
-    typed = onnx_engine.complete(PREFIX, "\n")
-    assert typed.cache == "partial" and typed.raw == torch_engine.complete(PREFIX, "\n").raw
+    onnx_engine.complete(InfillRequest(PREFIX[:-2], "\n"))
+    typed = onnx_engine.complete(InfillRequest(PREFIX, "\n"))
+    assert typed.cache == "partial" and typed.raw == torch_engine.complete(InfillRequest(PREFIX, "\n")).raw
 
 
 def test_onnx_int8_runs(tiny_model_dir, onnx_cache):
@@ -188,7 +191,7 @@ def test_missing_onnxruntime_falls_back_with_one_warning(tiny_model_dir, monkeyp
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
     with pytest.warns(UserWarning, match="onnxruntime is not installed.*torch backend"):
         engine = make_engine(tiny_model_dir, backend="onnx")
-    assert engine.backend == "torch" and isinstance(engine.complete(*PROMPTS[0]).text, str)
+    assert engine.backend == "torch" and isinstance(engine.complete(InfillRequest(*PROMPTS[0])).text, str)
 
 
 def test_model_recommended_decoding_replaces_defaults_only(tiny_model_dir, tmp_path):
@@ -212,7 +215,7 @@ def test_a_completion_at_a_blank_line_does_not_start_by_ending_it(engine):
     prefix = "def add(first, second):\n    total = first + second\n"
     for cursor in (prefix, prefix + "    "):
         for steps, mode in ((1, "line"), (4, "line"), (4, "block")):
-            done = engine.complete(cursor, "\n", mode=mode, steps=steps)
+            done = engine.complete(InfillRequest(cursor, "\n", mode=mode, steps=steps))
             assert done.tokens > 0 and not done.raw.startswith(("\n", "\r")), done.raw
             assert done.raw.strip(), "an answer that opens a blank line is not its indentation alone"
     allowed = engine._starts_line

@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+
 from celeris_lsp.framing import FrameReader
 
 

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from celeris_complete.errors import CelerisError
-from celeris_complete.grow import grow_depth, insert_positions
-from celeris_complete.model import InfillModel, ModelConfig
+from celeris_complete.model.network import InfillModel, ModelConfig
+from celeris_complete.training.grow import grow_depth, insert_positions
 
 
 def trained_like_model(seed=0):

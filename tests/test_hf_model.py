@@ -18,16 +18,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from celeris_complete.engine import InfillRequest
 from tests.conftest import REPO, require
 
 transformers = require("transformers")
 
-from celeris_complete import hf_model  # noqa: E402
+from celeris_complete.backends import hf_model  # noqa: E402
+from celeris_complete.backends.hf_model import HfDiffusionModel, detect_family, is_transformers_dir  # noqa: E402
 from celeris_complete.config import load_settings  # noqa: E402
-from celeris_complete.diffusion import DecodeSettings, diffuse, span_tokens  # noqa: E402
-from celeris_complete.engine import Engine  # noqa: E402
+from celeris_complete.engine.pipeline import Engine  # noqa: E402
 from celeris_complete.errors import CelerisError  # noqa: E402
-from celeris_complete.hf_model import HfDiffusionModel, detect_family, is_transformers_dir  # noqa: E402
+from celeris_complete.model.diffusion import DecodeSettings, diffuse, span_tokens  # noqa: E402
 from tests.lsp_session import Session, run  # noqa: E402
 
 WORDS = (
@@ -252,8 +253,8 @@ def test_dual_cache_on_and_off(dream_dir):
     results = {}
     for on in (False, True):
         engine.model.dual_cache = on
-        one = engine.complete(PREFIX, SUFFIX, mode="block", max_tokens=12, steps=1)
-        four = engine.complete(PREFIX, SUFFIX, mode="block", max_tokens=12, steps=4, threshold=1.0)
+        one = engine.complete(InfillRequest(PREFIX, SUFFIX, mode="block", max_tokens=12, steps=1))
+        four = engine.complete(InfillRequest(PREFIX, SUFFIX, mode="block", max_tokens=12, steps=4, threshold=1.0))
         assert four.steps == 4 and four.tokens == 12
         results[on] = (one.raw, four.raw)
     assert results[True][0] == results[False][0], "one step is a full pass: the cache cannot change it"
@@ -306,7 +307,7 @@ def test_int8_on_the_cpu(dream_dir):
     linear = [m for m in engine.model.model.modules() if isinstance(m, torch.nn.Linear)]
     quantized = [m for m in engine.model.model.modules() if "quantized" in type(m).__module__]
     assert not linear and quantized
-    done = engine.complete(PREFIX, SUFFIX, mode="block", max_tokens=8)
+    done = engine.complete(InfillRequest(PREFIX, SUFFIX, mode="block", max_tokens=8))
     assert done.tokens == 8 and done.text.strip()
     with pytest.raises(CelerisError, match="fp16 needs a CUDA device"):
         Engine(settings(dream_dir, quant="fp16", device="cpu"))
@@ -317,14 +318,14 @@ def test_int8_on_the_cpu(dream_dir):
 def test_engine_completes(request, which):
     engine = Engine(settings(request.getfixturevalue(which), eos_penalty=20.0))
     misses = engine.cache.stats.misses
-    done = engine.complete(PREFIX, SUFFIX, mode="line", max_tokens=6, snippets=["def sub(a, b): ..."])
+    done = engine.complete(InfillRequest(PREFIX, SUFFIX, mode="line", max_tokens=6, snippets=["def sub(a, b): ..."]))
     assert done.tokens == 6 and done.cache == "miss" and engine.cache.stats.misses == misses + 1
     assert done.text.strip() and "\n" not in done.text and done.snippet_tokens == 0
     assert set(done.raw.split()) <= set(WORDS)
-    again = engine.complete(PREFIX, SUFFIX, mode="line", max_tokens=6)
+    again = engine.complete(InfillRequest(PREFIX, SUFFIX, mode="line", max_tokens=6))
     assert again.raw == done.raw, "greedy decoding is deterministic"
     # Alternatives: a batch of sampled canvases on the same context; the answer stays what it was.
-    invoked = engine.complete(PREFIX, SUFFIX, mode="line", max_tokens=6, alternatives=3)
+    invoked = engine.complete(InfillRequest(PREFIX, SUFFIX, mode="line", max_tokens=6, alternatives=3))
     assert invoked.raw == done.raw and len(invoked.alternatives) == 2
     assert all(set(t.split()) <= set(WORDS) for t in invoked.alternatives), invoked.alternatives
 
@@ -372,7 +373,7 @@ class TinyDreamModel(Qwen2ForCausalLM):
 """
 REMOTE_CHECK = """
 import sys, torch
-from celeris_complete.hf_model import HfDiffusionModel
+from celeris_complete.backends.hf_model import HfDiffusionModel
 m = HfDiffusionModel(sys.argv[1], trust_remote_code=True)
 assert m.remote and not m.dual_cache and type(m.model).__name__ == "TinyDreamModel"
 ctx = m.context("a = b", "print ( a )", 64, 64)

@@ -5,9 +5,9 @@ from collections import Counter
 import pytest
 
 from celeris_complete.config import load_settings
-from celeris_complete.drafts import LineTable
-from celeris_complete.engine import Engine
-from celeris_complete.import_drafts import import_drafts, parse_import, unbound_names, workspace_imports
+from celeris_complete.drafts.imports import import_drafts, parse_import, unbound_names, workspace_imports
+from celeris_complete.drafts.table import LineTable
+from celeris_complete.engine import Engine, InfillRequest
 
 HEAD = "import os\nimport sys\n"
 BODY = (
@@ -157,8 +157,10 @@ def test_the_engine_completes_an_import_line_with_the_missing_import(engine):
     table = LineTable()
     table.set_file("other.py", "import textwrap\nfrom collections.abc import Iterable\n")
     prefix, suffix = "import os\nimport sys\n", "\n" + BODY.replace("Row(i, sys.argv)", "(i, sys.argv)")
-    done = engine.complete(prefix, suffix, mode="line", lines=table, source="doc.py", language="python")
+    done = engine.complete(InfillRequest(prefix, suffix, mode="line", lines=table, source="doc.py", language="python"))
     assert done.draft is not None and done.draft["source"] == "import"
     assert done.text == "import textwrap"  # it sorts after sys; collections.abc would not
-    plain = engine.complete(prefix, suffix, mode="line", lines=table, source="doc.py")  # not known as Python
+    plain = engine.complete(
+        InfillRequest(prefix, suffix, mode="line", lines=table, source="doc.py")
+    )  # not known as Python
     assert plain.draft is None or plain.draft["source"] != "import"

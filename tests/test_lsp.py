@@ -150,11 +150,11 @@ def test_non_ascii_positions_in_each_encoding(tiny_model_dir):
 
 def test_cursor_offsets_follow_the_negotiated_encoding(tiny_model_dir):
     """The text before the cursor is exactly right for emoji, CJK and combining marks."""
-    from celeris_lsp.document import use_fast_documents
-    from celeris_lsp.server import make_server
     from pygls.workspace import Workspace
 
     from celeris_complete.config import load_settings
+    from celeris_lsp.document import use_fast_documents
+    from celeris_lsp.server import make_server
 
     line = "a = '😀日本e\u0301' + name"
     server = make_server(load_settings(environ={}, user_file=tiny_model_dir / "none"))
@@ -264,9 +264,8 @@ def test_storm_and_cancellation(tiny_model_dir):
 
     # The cancelled call must stop on the model thread, not only lose its answer: a call that runs until it
     # is told to stop (at most 30 s) is cancelled while it runs, as pygls cancels a request's handler.
-    from celeris_lsp.server import make_server
-
     from celeris_complete.config import load_settings
+    from celeris_lsp.server import make_server
 
     server = make_server(load_settings(environ={}, user_file=tiny_model_dir / "none"))
     started, stopped = threading.Event(), threading.Event()
@@ -435,10 +434,10 @@ def test_a_document_of_tens_of_megabytes_is_edited_and_completed(tiny_model_dir)
 def test_free_heap_memory_can_be_given_back():
     import platform
 
-    from celeris_lsp import server
+    from celeris_complete.system import memory
 
-    if server._TRIM is None:
+    if not memory.can_trim():
         assert platform.libc_ver()[0] != "glibc", "glibc has malloc_trim: the server must find it"
         pytest.skip(f"no malloc_trim in this C library ({platform.libc_ver()[0] or sys.platform}): nothing given back")
-    freed_mb, dropped_mb = resident_drop_after_free(server.release_free_memory)
+    freed_mb, dropped_mb = resident_drop_after_free(memory.trim_heap)
     assert dropped_mb >= freed_mb / 2, f"{freed_mb:.0f} MB freed, resident memory fell by {dropped_mb:.0f} MB"

@@ -147,7 +147,7 @@ def write_check(model_dir: Path, passed: bool) -> None:
 
 @pytest.mark.parametrize("passed", [True, False])
 def test_the_switch_follows_the_check(tmp_path, monkeypatch, passed):
-    from celeris_complete.adapt import adapt_dir
+    from celeris_complete.training.adapt import adapt_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     switched = []
@@ -160,7 +160,7 @@ def test_the_switch_follows_the_check(tmp_path, monkeypatch, passed):
 
 
 def test_a_failed_run_or_load_keeps_the_current_model(tmp_path, monkeypatch):
-    from celeris_complete.adapt import adapt_dir
+    from celeris_complete.training.adapt import adapt_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from celeris_lsp.server import make_server
 from lsprotocol import types
 
 from celeris_complete.config import load_settings
+from celeris_lsp.server import make_server
 
 URI = "file:///fuzz/with%20space.py"
 

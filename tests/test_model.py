@@ -1,6 +1,6 @@
 import torch
 
-from celeris_complete.model import InfillModel, ModelConfig
+from celeris_complete.model.network import InfillModel, ModelConfig
 
 
 def make_model(seed=0):

@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from celeris_complete.errors import CelerisError
-from celeris_complete.model_dir import load_model_dir
+from celeris_complete.model.directory import load_model_dir
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ import httpx
 import pytest
 from lsprotocol import types
 
-from celeris_complete.backend_remote import RemoteError, cut_window, parse_server_timing
+from celeris_complete.backends.remote import RemoteError, cut_window, parse_server_timing
 from celeris_complete.config import load_settings
-from celeris_complete.context import build_context
-from celeris_complete.diffusion import Cancelled
-from celeris_complete.engine import Engine
+from celeris_complete.engine import Engine, InfillRequest
+from celeris_complete.model.context import build_context
+from celeris_complete.model.diffusion import Cancelled
 from tests.lsp_session import Session, run
 from tests.test_serve import PLACE, Hold, Served, refused_port
 
@@ -93,31 +93,31 @@ def test_windows_and_timing_header():
 def test_the_same_answers_as_the_local_engine(local, remote):
     for prefix, suffix, mode in PLACES:
         for snippets in ((), SNIPPETS) if mode == "line" else ((),):
-            want = local.complete(prefix, suffix, mode=mode, snippets=snippets)
-            got = remote.complete(prefix, suffix, mode=mode, snippets=snippets)
+            want = local.complete(InfillRequest(prefix, suffix, mode=mode, snippets=snippets))
+            got = remote.complete(InfillRequest(prefix, suffix, mode=mode, snippets=snippets))
             assert got.text == want.text, (prefix[-40:], snippets)
             assert got.tokens == want.tokens and got.context_tokens == want.context_tokens
     # The long place's prefix was cut before sending, and the server still built the local context.
     prefix, suffix, _ = PLACES[2]
     s = local.settings
     ctx = build_context(local.tok, prefix, suffix, s.prefix_tokens, s.suffix_tokens)
-    assert remote.complete(prefix, suffix, mode="line").context_tokens == len(ctx.tokens)
+    assert remote.complete(InfillRequest(prefix, suffix, mode="line")).context_tokens == len(ctx.tokens)
     assert not remote.impl.context(prefix, suffix, s.prefix_tokens, s.suffix_tokens, True, True, (), 0).file_start
     assert remote.backend == "remote" and got.cache == "remote"
     t = got.timings_ms
     assert {"server_queue", "server_encode", "server_refine", "server_total", "network", "total"} <= set(t)
     assert t["total"] >= t["server_total"] > 0
-    assert remote.complete(*PLACES[0][:2], steps=2, mode="block").steps == 2, "steps go to the server"
+    assert remote.complete(InfillRequest(*PLACES[0][:2], steps=2, mode="block")).steps == 2, "steps go to the server"
 
 
 def test_python_answers_are_checked_on_this_side(local, remote):
     """The compiler's check runs where the editor is (the server knows no language): a remote answer
     the compiler blames is repaired or withheld, never replaced by samples (no model here)."""
-    from celeris_complete.syntax_check import error_line, window
+    from celeris_complete.checks.window import error_line, window
 
     for prefix, suffix, mode in PLACES:
-        plain = remote.complete(prefix, suffix, mode=mode)
-        got = remote.complete(prefix, suffix, mode=mode, language="python")
+        plain = remote.complete(InfillRequest(prefix, suffix, mode=mode))
+        got = remote.complete(InfillRequest(prefix, suffix, mode=mode, language="python"))
         assert plain.syntax == ""
         verdicts = ("ok", "elsewhere", "reindented", "shortened", "closed", "withheld", "kept")
         assert got.syntax in verdicts if plain.text else got.syntax == ""  # an empty answer: nothing to judge
@@ -144,24 +144,29 @@ def test_a_superseded_request_is_abandoned_and_the_server_stops(server, remote):
 
     prefix, suffix, _ = PLACES[0]
     with pytest.raises(Cancelled):
-        remote.complete(prefix, suffix, mode="block", steps=64, max_tokens=64, should_cancel=should_cancel)
+        remote.complete(
+            InfillRequest(prefix, suffix, mode="block", steps=64, max_tokens=64, should_cancel=should_cancel)
+        )
     for _ in range(200):  # the server notices the closed connection and stops the decode
         if metric(server, "celeris_cancelled") > before:
             break
         time.sleep(0.05)
     assert metric(server, "celeris_cancelled") > before
-    assert remote.complete(prefix, suffix, mode="block").text == remote.complete(prefix, suffix, mode="block").text
+    assert (
+        remote.complete(InfillRequest(prefix, suffix, mode="block")).text
+        == remote.complete(InfillRequest(prefix, suffix, mode="block")).text
+    )
 
 
 def test_errors_have_one_kind_each(server, remote, keys, hold):
     with refused_port() as port:
         down = Engine(settings(endpoint=f"http://127.0.0.1:{port}"))
         with pytest.raises(RemoteError) as err:
-            down.complete("x = ", "\n")
+            down.complete(InfillRequest("x = ", "\n"))
     assert err.value.kind == "refused" and "cannot connect" in str(err.value)
     wrong = Engine(settings(endpoint=server.url, api_key_env=WRONG_ENV))
     with pytest.raises(RemoteError) as err:
-        wrong.complete("x = ", "\n")
+        wrong.complete(InfillRequest("x = ", "\n"))
     assert err.value.kind == "auth" and "not-the-key" not in str(err.value)
     with pytest.raises(Exception, match="not set or empty"):
         Engine(settings(endpoint=server.url, api_key_env="REMOTE_TEST_UNSET_VARIABLE"))
@@ -187,7 +192,7 @@ def test_errors_have_one_kind_each(server, remote, keys, hold):
             assert time.monotonic() < end, "the second request never waited in the queue"
             time.sleep(0.02)
         with pytest.raises(RemoteError) as err:
-            remote.complete("x = ", "\n")
+            remote.complete(InfillRequest("x = ", "\n"))
         assert err.value.kind == "busy", err.value
     finally:
         hold.release()
@@ -219,7 +224,7 @@ def test_the_language_server_completes_remotely_and_reports_failures_once(server
     prefix, suffix, _ = PLACES[1]
     text = prefix + suffix
     line, col = prefix.count("\n"), len(prefix) - prefix.rfind("\n") - 1
-    want = local.complete(prefix, suffix).text
+    want = local.complete(InfillRequest(prefix, suffix)).text
     base = {"endpoint": server.url, "api_key_env": KEY_ENV, "budget_ms": 10000, "drafts": False}
 
     async def go():
@@ -263,7 +268,7 @@ def test_infill_through_the_endpoint(server, local, keys):
     ok = runner.invoke(app, ["infill", "-", "--endpoint", server.url, "--api-key-env", KEY_ENV],
                        input=prefix + "<FILL>" + suffix, env=env)  # fmt: skip
     assert ok.exit_code == 0, ok.output
-    assert ok.stdout.startswith(prefix + local.complete(prefix, suffix).text + suffix)
+    assert ok.stdout.startswith(prefix + local.complete(InfillRequest(prefix, suffix)).text + suffix)
     with refused_port() as port:
         down = runner.invoke(app, ["infill", "-", "--endpoint", f"http://127.0.0.1:{port}"], input="x = <FILL>\n",
                              env=env)  # fmt: skip

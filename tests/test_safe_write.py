@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from celeris_complete.cli.safe_write import replace_file
 from celeris_complete.errors import CelerisError
-from celeris_complete.safe_write import replace_file
 
 OLD = b"old line\n" * 200_000  # 1.8 MB: a write takes long enough to be interrupted inside it
 NEW = b"new text!\n" * 180_000
@@ -18,7 +18,7 @@ NEW = b"new text!\n" * 180_000
 WRITER = """
 import sys
 from pathlib import Path
-from celeris_complete.safe_write import replace_file
+from celeris_complete.cli.safe_write import replace_file
 path = Path(sys.argv[1])
 old, new = b"old line\\n" * 200_000, b"new text!\\n" * 180_000
 print("ready", flush=True)

@@ -2,9 +2,9 @@ import json
 import subprocess
 import sys
 
+from celeris_complete.bench.selftest import percentile, render, run_selftest, sample_cursors
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine
-from celeris_complete.selftest import percentile, render, run_selftest, sample_cursors
 
 
 def test_percentile():
@@ -65,7 +65,7 @@ def test_cli_exit_code_and_json(tiny_model_dir):
 
 
 def test_long_context_fills_the_shipped_model_up_to_1k_tokens(shipped_model_dir):
-    from celeris_complete.selftest import LONG_CONTEXT, long_context_latency
+    from celeris_complete.bench.selftest import LONG_CONTEXT, long_context_latency
 
     engine = Engine(load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "x"))
     before = engine.settings

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from celeris_complete.errors import CelerisError
-from celeris_complete.serve import api_key_from, is_loopback
-from celeris_complete.serve_api import ApiError, cut_at_stop, parse_request, server_timing
+from celeris_complete.serve.access import api_key_from, is_loopback
+from celeris_complete.serve.api import ApiError, cut_at_stop, parse_request, server_timing
 from tests.conftest import REPO, require
 
 KEY = "test-key-0123456789abcdef"
@@ -131,7 +131,7 @@ class Served:
     @property
     def url(self) -> str:
         if self._url is None:
-            from celeris_complete.bench_serve import wait_listening
+            from celeris_complete.bench.serve import wait_listening
 
             try:
                 self._url = wait_listening(self.proc, self.log, self.listen_timeout)
@@ -418,7 +418,7 @@ def test_a_public_address_needs_a_key():
 
 
 def test_bench_serve_against_the_running_server(server, shipped_model_dir):
-    from celeris_complete.bench_serve import engine_alone, places, run, table
+    from celeris_complete.bench.serve import engine_alone, places, run, table
 
     result = run([1, 2], 1.0, url=server.url, requests=6)
     rows = result["rows"]
@@ -433,7 +433,7 @@ def test_bench_serve_against_the_running_server(server, shipped_model_dir):
 
 
 def test_bench_serve_measures_the_engine_alone_as_the_loopback_reference(tiny_model_dir):
-    from celeris_complete.bench_serve import engine_alone, places, table
+    from celeris_complete.bench.serve import engine_alone, places, table
 
     alone = engine_alone(str(tiny_model_dir), places(6), 5, True, 1, None)
     assert alone["requests"] == 5 and alone["p50_ms"] > 0
@@ -534,6 +534,6 @@ def test_clients_that_vanish_mid_stream_or_send_garbage(server, client):
 
 def test_the_server_module_loads_without_torch():
     """torch loads with the model, in the background: the server binds and answers /health before."""
-    code = "import sys, celeris_complete.serve; print('torch' in sys.modules)"
+    code = "import sys, celeris_complete.serve.app; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr

@@ -10,13 +10,13 @@ import time
 import pytest
 import torch
 
-from celeris_complete.batch_step import BatchStep, eager_model
-from celeris_complete.bench_serve import places
+from celeris_complete.bench.serve import places
 from celeris_complete.config import load_settings
-from celeris_complete.diffusion import Cancelled
-from celeris_complete.engine import Engine
-from celeris_complete.serve_batch import BatchScheduler
-from celeris_complete.serve_queue import Job, Scheduler
+from celeris_complete.engine import Engine, InfillRequest
+from celeris_complete.model.diffusion import Cancelled
+from celeris_complete.serve.batch import BatchScheduler
+from celeris_complete.serve.batch_step import BatchStep, eager_model
+from celeris_complete.serve.scheduler import Job, Scheduler
 
 
 @pytest.fixture(scope="module")
@@ -74,16 +74,19 @@ def test_batched_answers_are_those_of_one_request_at_a_time(engine, scheduler):
     blank_line = "def add(a, b):\n    total = a + b\n"
     for indent in ("", "    "):
         specs += [{"prefix": blank_line + indent, "suffix": "\n", "mode": m} for m in ("line", "block")]
+    # Mid-line where the line cannot end yet (``x = ``, ``for k in ``): the open-line rule, as alone.
+    for open_line, below in (("    total = ", "\n    return total\n"), ("    for row in ", "\n        print(row)\n")):
+        specs.append({"prefix": "def f(rows):\n" + open_line, "suffix": below, "mode": "line"})
     got = [c.result() for c in submit_all(scheduler, specs)]
     assert max(batches) >= 4, f"the requests were not batched: {batches}"
     for spec, (kind, result) in zip(specs, got):
         assert kind == "done", result
         n, seed = spec.get("n", 1), spec.get("seed")
         for i, c in enumerate(result.completions):
-            alone = engine.complete(
+            alone = engine.complete(InfillRequest(
                 spec["prefix"], spec["suffix"], mode=spec["mode"], max_tokens=spec.get("max_tokens"),
                 steps=spec.get("steps"), temperature=spec.get("temperature"), seed=None if seed is None else seed + i,
-            )  # fmt: skip
+            ))  # fmt: skip
             assert (c.raw, c.text, c.steps, c.mode) == (alone.raw, alone.text, alone.steps, alone.mode), spec
         assert len(result.completions) == n
         assert result.completions[0].timings_ms["refine"] > 0 and result.queue_ms >= 0
@@ -184,7 +187,7 @@ def test_a_request_alone_takes_the_engines_own_step(engine, scheduler, monkeypat
     (c,) = submit_all(scheduler, [{"prefix": body["prompt"], "suffix": body["suffix"], "mode": body["mode"]}])
     kind, result = c.result()
     assert kind == "done" and batched == []
-    alone = engine.complete(body["prompt"], body["suffix"], mode=body["mode"])
+    alone = engine.complete(InfillRequest(body["prompt"], body["suffix"], mode=body["mode"]))
     assert (result.completions[0].raw, result.completions[0].steps) == (alone.raw, alone.steps)
 
 

@@ -19,9 +19,9 @@ from celeris_complete.errors import CelerisError
 from tests.conftest import REPO, require
 from tests.test_serve import KEY, PLACE, Hold, Served, sse_events
 
-serve_ray = require("celeris_complete.serve_ray")
+serve_ray = require("celeris_complete.serve.ray_serve")
 RayOptions = serve_ray.RayOptions
-ServeOptions = require("celeris_complete.serve").ServeOptions
+ServeOptions = require("celeris_complete.serve.app").ServeOptions
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
 ENV = {"COMPLETION_API_KEY": KEY}

@@ -6,10 +6,11 @@ import time
 from pathlib import Path
 
 import pytest
-from celeris_lsp.workspace_index import GitIgnore, SnippetSource, WorkspaceIndexer
 
-from celeris_complete.context import build_context
-from celeris_complete.snippets import SnippetIndex, chunk_text
+from celeris_complete.drafts.snippets import SnippetIndex, chunk_text
+from celeris_complete.model.context import build_context
+from celeris_complete.system.workspace_files import GitIgnore
+from celeris_lsp.workspace_index import SnippetSource, WorkspaceIndexer
 from tests.conftest import resident_drop_after_free
 
 HELPERS = """\
@@ -78,7 +79,7 @@ def test_identifiers_of_removed_files_are_forgotten_and_queries_stay_right():
 
 
 def test_freed_memory_is_given_back_where_the_allocator_can():
-    from celeris_complete.memory import can_trim, release_freed_memory
+    from celeris_complete.system.memory import can_trim, release_freed_memory
 
     if not can_trim():
         assert platform.libc_ver()[0] != "glibc", "glibc has malloc_trim: memory.py must find it"
@@ -106,7 +107,7 @@ def test_chunks_overlap_and_cover_the_file():
 
 
 def test_snippets_go_before_the_prefix_each_ended_by_file(tiny_model_dir):
-    from celeris_complete.model_dir import load_model_dir
+    from celeris_complete.model.directory import load_model_dir
 
     tok = load_model_dir(tiny_model_dir).tokenizer
     ctx = build_context(tok, "x = 1\n", "", 64, 16, snippets=["def helper_one():\n    pass\n"], snippet_budget=32)

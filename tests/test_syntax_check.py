@@ -6,29 +6,24 @@ import warnings
 
 import pytest
 
-from celeris_complete.bench_quality import DATA_DIR, SETS
-from celeris_complete.config import load_settings
-from celeris_complete.engine import Engine
-from celeris_complete.names_check import MAX_DOCUMENT
-from celeris_complete.syntax_check import (
+from celeris_complete.bench.quality import DATA_DIR, SETS
+from celeris_complete.checks.brackets import closed, still_open
+from celeris_complete.checks.names import MAX_DOCUMENT
+from celeris_complete.checks.syntax import (
     BLAMED,
     ELSEWHERE,
-    OK,
-    SCAN_CHARS,
     check,
-    closed,
-    error_line,
     fits,
     header_drafts,
-    indent_levels,
     is_python,
     judge,
     reindentations,
     repair,
     shortened,
-    still_open,
-    window,
 )
+from celeris_complete.checks.window import OK, SCAN_CHARS, error_line, indent_levels, window
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Engine, InfillRequest
 
 MODULE = """import os
 
@@ -193,9 +188,9 @@ def test_a_draft_that_uses_a_name_nothing_binds_is_not_offered(engine):
     # Its copy sits below the same line as the cursor's: the likeliest by the lines around it.
     stack = "class Stack:\n    def pop(self, path):\n        with open(path) as f:\n            return self.items.pop()"
     doc = stack + "\n\n\n" + prefix
-    plain = engine.complete(doc, suffix, mode="line")
+    plain = engine.complete(InfillRequest(doc, suffix, mode="line"))
     assert plain.draft is not None and plain.text == "self.items.pop()"
-    checked = engine.complete(doc, suffix, mode="line", language="python")
+    checked = engine.complete(InfillRequest(doc, suffix, mode="line", language="python"))
     assert checked.draft is not None and checked.text == "0"  # Box.size's (the model takes it here)
 
 
@@ -379,7 +374,7 @@ def test_a_header_that_holds_nothing_to_guess_is_drafted_where_the_code_needs_it
 
 def test_the_engine_offers_the_header_the_compiler_leaves(engine):
     prefix, suffix = "def sign(n):\n    if n < 0:\n        return -1\n", "\n        return 1\n"
-    done = engine.complete(prefix, suffix, mode="line", language="python")
+    done = engine.complete(InfillRequest(prefix, suffix, mode="line", language="python"))
     assert done.draft is not None and done.draft["source"] == "syntax"
     assert done.text in ("    else:", "")  # the model keeps it, or the answer is withheld: never dead code
 
@@ -437,7 +432,7 @@ def test_the_engine_shows_python_that_compiles_or_nothing(engine):
     verdicts = []
     for task in humaneval_single(40):
         prefix, suffix = task["prompt"], "\n" + task["suffix"]
-        done = engine.complete(prefix, suffix, mode="line", language="python")
+        done = engine.complete(InfillRequest(prefix, suffix, mode="line", language="python"))
         verdicts.append(done.syntax)
         assert "syntax" in done.timings_ms
         win = window(prefix, suffix)
@@ -445,7 +440,7 @@ def test_the_engine_shows_python_that_compiles_or_nothing(engine):
             # (a decorator the answer ends with compiles as the window judges it: with a def to follow)
             assert done.text == "" or win.error_line(done.text) == 0, (task["task_id"], done.text)
             assert done.syntax in ("ok", "reindented", "shortened", "closed", "replaced", "withheld")
-        plain = engine.complete(prefix, suffix, mode="line")
+        plain = engine.complete(InfillRequest(prefix, suffix, mode="line"))
         assert plain.syntax == ""
     assert verdicts.count("ok") < len(verdicts)  # the shipped model's answers do get repaired here
     assert {"reindented", "replaced", "withheld"} & set(verdicts), verdicts
@@ -457,7 +452,9 @@ def test_the_setting_turns_it_off(shipped_model_dir):
     )
     off = Engine(settings)
     task = humaneval_single(1)[0]
-    assert off.complete(task["prompt"], "\n" + task["suffix"], mode="line", language="python").syntax == ""
+    assert (
+        off.complete(InfillRequest(task["prompt"], "\n" + task["suffix"], mode="line", language="python")).syntax == ""
+    )
 
 
 def test_the_language_server_judges_python_documents_only(shipped_model_dir):
@@ -531,20 +528,20 @@ def test_nonlocal_in_a_nested_function_names_the_enclosing_ones():
 
 
 def test_where_the_window_does_not_compile_the_drafts_that_make_it_compile_go_first():
-    from celeris_complete.drafts import Draft
-    from celeris_complete.engine import _fitting
+    from celeris_complete.drafts.table import Draft
+    from celeris_complete.engine.drafting import fitting
 
     found = [Draft("rows = [x]", "document", 4), Draft("cols = [", "document", 2), Draft("y = 1", "document", 2)]
     prefix = "def d():\n    x = compute()\n    "
     broken = "\n        x,\n    ]\n    return cols\n"  # the line that opened the bracket is missing
-    assert [d.text for d in _fitting(found, window(prefix, broken), 2, prefix, broken, "block")] == [
+    assert [d.text for d in fitting(found, window(prefix, broken), 2, prefix, broken, "block")] == [
         "cols = [",
         "rows = [x]",
     ]
     whole = "\n    return rows\n"  # compiles as it is: the ranking stands
-    assert [d.text for d in _fitting(found, window(prefix, whole), 2, prefix, whole, "block")] == [
+    assert [d.text for d in fitting(found, window(prefix, whole), 2, prefix, whole, "block")] == [
         "rows = [x]",
         "cols = [",
     ]
     nothing = "\n        x,\n    }\n"  # no draft makes it compile: the ranking stands
-    assert [d.text for d in _fitting(found, window(prefix, nothing), 1, prefix, nothing, "block")] == ["rows = [x]"]
+    assert [d.text for d in fitting(found, window(prefix, nothing), 1, prefix, nothing, "block")] == ["rows = [x]"]

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from celeris_complete.errors import CelerisError
-from celeris_complete.tokenizer import SPECIAL_TOKENS, CodeTokenizer
+from celeris_complete.model.tokenizer import SPECIAL_TOKENS, CodeTokenizer
 
 SAMPLES = [
     "def f(x):\n    return x + 1\n",

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
+from celeris_complete.backends.traced import TracedModel, _close, tolerance
 from celeris_complete.config import load_settings
-from celeris_complete.engine import Engine
-from celeris_complete.model_dir import load_model_dir
-from celeris_complete.traced import TracedModel, _close, tolerance
+from celeris_complete.engine import Engine, InfillRequest
+from celeris_complete.model.directory import load_model_dir
 
 PROMPTS = [
     ("def add(a, b):\n    return ", "\n"),
@@ -30,7 +30,10 @@ def test_traced_engine_answers_as_the_eager_one(shipped_model_dir, quant):
     assert isinstance(traced.model, TracedModel) and not isinstance(eager.model, TracedModel)
     for prefix, suffix in PROMPTS:
         for mode in ("line", "block"):
-            assert traced.complete(prefix, suffix, mode=mode).raw == eager.complete(prefix, suffix, mode=mode).raw
+            assert (
+                traced.complete(InfillRequest(prefix, suffix, mode=mode)).raw
+                == eager.complete(InfillRequest(prefix, suffix, mode=mode)).raw
+            )
 
 
 def test_traced_graphs_follow_lengths_and_canvas(shipped_model_dir):
@@ -66,13 +69,13 @@ def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypa
         fallback = engine(shipped_model_dir, quant="none")
     assert not isinstance(fallback.model, TracedModel)
     assert (
-        fallback.complete(*PROMPTS[0]).text
-        == engine(shipped_model_dir, quant="none", trace=False).complete(*PROMPTS[0]).text
+        fallback.complete(InfillRequest(*PROMPTS[0])).text
+        == engine(shipped_model_dir, quant="none", trace=False).complete(InfillRequest(*PROMPTS[0])).text
     )
 
 
 def test_tracing_in_the_background_answers_at_once_and_then_switches(shipped_model_dir, monkeypatch):
-    import celeris_complete.backend_ours as backend_ours
+    import celeris_complete.backends.ours as backend_ours
 
     # Tracing in another thread waits for the test's word: the engine must answer (eagerly) meanwhile.
     caller, entered, go, threads = threading.current_thread(), threading.Event(), threading.Event(), []
@@ -90,7 +93,7 @@ def test_tracing_in_the_background_answers_at_once_and_then_switches(shipped_mod
     try:
         assert entered.wait(300), "tracing never started"
         assert threads == [background.tracer] and threads[0] is not caller, "tracing ran in the caller's thread"
-        first = background.complete(*PROMPTS[1]).raw  # while tracing waits: the eager model answers
+        first = background.complete(InfillRequest(*PROMPTS[1])).raw  # while tracing waits: the eager model answers
         assert not isinstance(background.model, TracedModel) and background.tracer.is_alive()
     finally:
         go.set()
@@ -98,9 +101,9 @@ def test_tracing_in_the_background_answers_at_once_and_then_switches(shipped_mod
     assert not background.tracer.is_alive(), "tracing in the background did not end in 300 s"
     assert isinstance(background.model, TracedModel), "the engine did not switch to the traced model"
     assert (
-        background.complete(*PROMPTS[1]).raw
+        background.complete(InfillRequest(*PROMPTS[1])).raw
         == first
-        == engine(shipped_model_dir, quant="none").complete(*PROMPTS[1]).raw
+        == engine(shipped_model_dir, quant="none").complete(InfillRequest(*PROMPTS[1])).raw
     )
 
 

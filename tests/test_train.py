@@ -6,8 +6,8 @@ import pytest
 from safetensors.torch import load_file
 
 from celeris_complete.errors import CelerisError
-from celeris_complete.model_dir import load_model_dir
-from celeris_complete.train import TrainArgs, train
+from celeris_complete.model.directory import load_model_dir
+from celeris_complete.training.train import TrainArgs, train
 from tests.conftest import TINY
 
 TINY_DATA = {k: v for k, v in TINY.items() if k not in ("d_model", "n_layers", "n_heads")}  # for --init-from
@@ -43,7 +43,7 @@ def test_threads_are_the_runs_and_the_callers_come_back(small_corpus, tmp_path):
 
 
 def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, monkeypatch):
-    from celeris_complete import train as train_module
+    from celeris_complete.training import train as train_module
 
     straight = train(TrainArgs(output=tmp_path / "straight", roots=[small_corpus], steps=4, **TINY))
     out = tmp_path / "m"
@@ -74,7 +74,7 @@ def test_interrupted_run_resumes_to_the_same_weights(small_corpus, tmp_path, mon
 def test_init_from_continues_a_model_on_longer_contexts(tiny_model_dir, small_corpus, tmp_path, monkeypatch):
     import torch
 
-    from celeris_complete import data
+    from celeris_complete.training import data
 
     drawn = []
     real_sample = data.SpanSampler.sample
@@ -142,7 +142,7 @@ def test_needs_a_budget(small_corpus, tmp_path):
 
 
 def test_eval_reproduces_the_recorded_validation_figures(tiny_model_dir, small_corpus):
-    from celeris_complete.validation import validate_model_dir
+    from celeris_complete.training.validation import validate_model_dir
 
     recorded = json.loads((tiny_model_dir / "config.json").read_text())["training"]["validation"]
     again = validate_model_dir(tiny_model_dir, [small_corpus], batches=16)
@@ -151,7 +151,7 @@ def test_eval_reproduces_the_recorded_validation_figures(tiny_model_dir, small_c
 
 
 def test_eval_on_another_runs_held_out_tokens(tiny_model_dir, small_corpus):
-    from celeris_complete.validation import validate_model_dir
+    from celeris_complete.training.validation import validate_model_dir
 
     val_bin = tiny_model_dir / ".work" / "val.bin"  # the training run's own held-out tokens
     figures = validate_model_dir(tiny_model_dir, batches=2, tokens_file=val_bin)

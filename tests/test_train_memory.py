@@ -7,11 +7,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from celeris_complete import train as train_module
-from celeris_complete import train_memory
-from celeris_complete.data import Batch
 from celeris_complete.errors import CelerisError
-from celeris_complete.train import TrainArgs, accumulate, train
+from celeris_complete.training import memory_budget as train_memory
+from celeris_complete.training import train as train_module
+from celeris_complete.training.data import Batch
+from celeris_complete.training.train import TrainArgs, accumulate, train
 from tests.conftest import TINY
 
 

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from celeris_complete.config import load_settings
-from celeris_complete.engine import Engine
+from celeris_complete.engine import Engine, InfillRequest
 
 engine = Engine(load_settings({"threads": 1}))
 text = (Path(__file__).resolve().parents[2] / "celeris_complete" / "cli.py").read_text()
@@ -23,7 +23,7 @@ for _ in range(40):
     offset = sum(len(ln) + 1 for ln in lines[:n])
     indent = len(line) - len(line.lstrip())
     for k in range(indent + 2, min(len(line), indent + 14), 2):
-        done = engine.complete(text[: offset + k], text[offset + len(line) :], language="cli.py")
+        done = engine.complete(InfillRequest(text[: offset + k], text[offset + len(line) :], language="cli.py"))
         for key in ("draft", "syntax", "total", "refine"):
             phases.setdefault(key, []).append(done.timings_ms[key])
 print({k: (round(statistics.median(v), 3), round(statistics.mean(v), 3)) for k, v in phases.items()})

@@ -76,7 +76,7 @@ def _patch_batch(module) -> None:
     module.BatchScheduler._join = held_join
 
 
-PATCHES = {"celeris_complete.serve_queue": _patch_queue, "celeris_complete.serve_batch": _patch_batch}
+PATCHES = {"celeris_complete.serve.scheduler": _patch_queue, "celeris_complete.serve.batch": _patch_batch}
 
 
 class _Finder(importlib.abc.MetaPathFinder):

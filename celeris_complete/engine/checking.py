@@ -1,0 +1,39 @@
+"""Stage 4: the compiler's verdict on the answer (Python): repaired, replaced by a sampled answer that
+compiles, or withheld; alternatives it blames dropped.  And the check of an answer a remote server
+completed whole."""
+
+from __future__ import annotations
+
+from celeris_complete.backends.base import Backend, Completion
+from celeris_complete.checks.syntax import check, is_python, judge
+from celeris_complete.checks.window import BLAMED
+from celeris_complete.config import Settings
+from celeris_complete.engine.decode import Decoding
+from celeris_complete.engine.request import InfillRequest, SpanPlan
+from celeris_complete.model.context import Context
+
+
+def check_answer(run: Decoding, text: str, others: tuple[str, ...], drafted: list[str]) -> tuple[str, tuple, str]:
+    """(answer, alternatives with the spare drafts first, the compiler's verdict or "")."""
+    verdict = ""
+    req, plan, s = run.req, run.plan, run.engine.settings
+    if plan.checked:  # under the lock: a blamed answer's replacements decode on the same keys/values
+        # As many slots as syntax_candidates line canvases: fewer samples of a block's larger canvas.
+        n = max(1, -(-s.syntax_candidates * s.canvas_line // plan.canvas))
+
+        def sample() -> list[str]:
+            return run.samples(n) if req.repair_samples else []
+
+        # Only samples may replace a blamed answer (a draft the model never judged may not).
+        text, verdict, win = check(text, req.prefix, req.suffix, others, sample, run.drafts.win)
+        # Alternatives the user asked for: none the compiler blames either.
+        others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
+    return text, tuple(d for d in drafted if d != text) + others, verdict
+
+
+def complete_whole(b: Backend, req: InfillRequest, plan: SpanPlan, ctx: Context, s: Settings, t0: float) -> Completion:
+    """A backend that completes whole (a remote server): its answer checked here, no samples."""
+    done = b.complete(ctx, plan.mode, req.max_tokens, req.steps, plan.decode, req.deadline_ms, req.should_cancel, s, t0)
+    if s.syntax_candidates > 0 and is_python(req.language) and done.text:
+        done.text, done.syntax, _ = check(done.text, req.prefix, req.suffix, whole=req.whole_file)
+    return done
