@@ -74,9 +74,10 @@ def test_batched_answers_are_those_of_one_request_at_a_time(engine, scheduler):
     blank_line = "def add(a, b):\n    total = a + b\n"
     for indent in ("", "    "):
         specs += [{"prefix": blank_line + indent, "suffix": "\n", "mode": m} for m in ("line", "block")]
-    # Mid-line where the line cannot end yet (``x = ``, ``for k in ``): the open-line rule, as alone.
-    for open_line, below in (("    total = ", "\n    return total\n"), ("    for row in ", "\n        print(row)\n")):
-        specs.append({"prefix": "def f(rows):\n" + open_line, "suffix": below, "mode": "line"})
+    # Mid-line where the line cannot end yet (``self.``, ``data = {``): the open-line rule, as alone (without
+    # it the shipped model ends both lines at once: an empty answer).
+    for open_line, below in (("    result = self.", "\n    pass\n"), ("    data = {", "\n")):
+        specs.append({"prefix": "def h(a, b):\n    c = a\n" + open_line, "suffix": below, "mode": "line"})
     got = [c.result() for c in submit_all(scheduler, specs)]
     assert max(batches) >= 4, f"the requests were not batched: {batches}"
     for spec, (kind, result) in zip(specs, got):
