@@ -28,6 +28,6 @@ if [ "$status" = 3 ]; then echo "not a win on single-line pass@1: stopping here"
 [ "$status" = 0 ] || exit "$status"  # the comparison itself failed (a missing baseline, say)
 .venv/bin/celeris-complete bench quality --set multi --limit 1000 --model "$RUN" --output "$OUT/multi.json"
 .venv/bin/celeris-complete bench repo --sites 100 --budget-ms 60000 --model "$RUN" --output "$OUT/repo.json"
-.venv/bin/python scripts/compare_repo_runs.py "$BASE/seed0.json" "$OUT/repo.json" > "$OUT/compare-repo.txt"
+.venv/bin/celeris-complete bench compare "$BASE/seed0.json" "$OUT/repo.json" > "$OUT/compare-repo.txt"
 compare multi-line "$OUT/multi.json" "$BASE/humaneval-multi.json" || [ $? = 3 ]
 cat "$OUT/compare-repo.txt"

@@ -1,5 +1,5 @@
 """Benchmarks of the model and the engine: ``selftest``, ``bench quality``, ``engine``, ``dial``,
-``latency``, ``tune``."""
+``latency``, ``tune``, ``compare``."""
 
 from __future__ import annotations
 
@@ -269,6 +269,28 @@ def bench_tune(
         + json.dumps(result["chosen"])
         + ("" if result["inside_budget"] else "  (nothing measured was inside the budget: the best of the rest)")
     )
+
+
+@bench_app.command("compare")
+def bench_compare(
+    run_a: Annotated[Path, typer.Argument(help="A `bench repo` or `bench quality` --output file.")],
+    run_b: Annotated[Path, typer.Argument(help="The same benchmark's run on the same sites.")],
+    identical: Annotated[
+        bool, typer.Option("--identical", help="Fail (exit 1) unless every answer is the same text.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Two runs of `bench repo` or `bench quality` compared site by site (B minus A)."""
+
+    from celeris_complete.bench.compare import compare_files, render
+
+    try:
+        report = compare_files(run_a, run_b)
+    except CelerisError as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(report, indent=2) if as_json else render(report))
+    if identical and report["identical_answers"] != report["sites"]:
+        raise typer.Exit(1)
 
 
 @bench_app.command("engine-one", hidden=True)
