@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Every figure the README and the model card quote about the shipped model, in one run
-# (about 12 minutes on 2 cores). Usage: scripts/measure_shipped_model.sh [OUTDIR]
+# (about 12 minutes on 2 cores). Usage: scripts/measure_shipped_model.sh OUTDIR
 # The decoding defaults themselves come from `bench tune` (about 15 minutes; results/tune.json),
 # run separately: .venv/bin/celeris-complete bench tune --output results/tune.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-results}
+out=${1:?usage: scripts/measure_shipped_model.sh OUTDIR (outside results/: its per-task files are large)}
 mkdir -p "$out"
 cc=.venv/bin/celeris-complete
 $cc eval > "$out/validation.json"
