@@ -1,9 +1,10 @@
 """The layout shows the architecture: packages by job, dependencies pointing one way, no import circles,
-modules of a readable size (read with ast; nothing is imported or run)."""
+modules of a readable size (read with ast; nothing is imported), and results/ that holds summaries."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 
 try:
     import tomllib
@@ -182,6 +183,19 @@ def test_the_wheel_holds_every_package():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {module_name(p) for root in ROOTS.values() for p in root.rglob("__init__.py")}
     assert listed == on_disk
+
+
+RESULT_FILE_LIMIT = 200_000  # a summary; one `bench repo` or `bench quality` per-site dump is ~300 kB
+
+
+def test_results_hold_summaries_not_per_site_dumps():
+    """results/ keeps what the docs cite, as small summaries; full runs (``--output``) stay outside git."""
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=REPO, capture_output=True, text=True)
+    in_git = tracked.returncode == 0
+    paths = [REPO / p for p in tracked.stdout.split()] if in_git else list((REPO / "results").rglob("*"))
+    sizes = {str(p.relative_to(REPO)): p.stat().st_size for p in paths if p.is_file()}
+    assert sizes, "no results/ found"
+    assert {p: n for p, n in sizes.items() if n > RESULT_FILE_LIMIT} == {}
 
 
 def test_the_checker_sees_circles_and_wrong_way_imports(tmp_path):
