@@ -19,6 +19,15 @@ def wait_state(a: Adaptation, states: tuple[str, ...], timeout: float = 120) -> 
         time.sleep(0.05)
 
 
+def wait_reports(reports: list[str], n: int, timeout: float = 60) -> None:
+    """The supervisor thread publishes the state, then reports: wait for the report, not only the state."""
+    end = time.monotonic() + timeout
+    while len(reports) < n:
+        if time.monotonic() > end:
+            raise TimeoutError(f"{len(reports)} failure report(s) after {timeout} s, not {n}")
+        time.sleep(0.05)
+
+
 def test_a_child_that_fails_is_reported_once_and_not_restarted(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     repo = make_repo(tmp_path / "repo")
@@ -29,6 +38,7 @@ def test_a_child_that_fails_is_reported_once_and_not_restarted(tmp_path, monkeyp
     a.start(repo, missing, 0.1, log_file, memory_mb=1024)
     first = a.proc
     wait_state(a, ("failed",))
+    wait_reports(reports, 1)
     assert len(reports) == 1 and "exited with status" in reports[0]
     assert "no-such-model" in reports[0] and str(log_file) in reports[0]  # the child's own error, and its log
     for _ in range(3):  # the settings come again (a configuration change, a new folder): no new process
@@ -38,6 +48,7 @@ def test_a_child_that_fails_is_reported_once_and_not_restarted(tmp_path, monkeyp
     a.start(repo, missing, 0.2, log_file, memory_mb=1024)  # other settings: a new attempt
     assert a.proc is not first
     wait_state(a, ("failed",))
+    wait_reports(reports, 2)
     assert len(reports) == 2
 
 
@@ -56,6 +67,7 @@ def test_a_child_killed_by_the_system_is_reported_as_such(tiny_model_dir, tmp_pa
     assert a.state == "training"
     os.kill(a.proc.pid, signal.SIGKILL)  # what the out-of-memory killer does
     wait_state(a, ("failed",))
+    wait_reports(reports, 1)
     assert reports == [a.detail] and "killed (SIGKILL)" in a.detail and "adapt_memory_mb" in a.detail
 
 
