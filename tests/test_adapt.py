@@ -79,3 +79,14 @@ def test_adaptation_trains_on_the_engines_context_with_a_cpu_batch(monkeypatch, 
 
 
 GPU_META = {"context_len": 1024, "training": {"batch_size": 128, "args": {"max_suffix": 128}}}
+
+
+def test_a_step_budget_trains_that_many_steps_whatever_the_minutes(tiny_model_dir, tmp_path, monkeypatch):
+    """`adapt --steps N` (bench adapt's reproducible runs): N steps, with the schedule over them, not the clock."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = make_repo(tmp_path / "repo")
+    overrides = {"model": str(tiny_model_dir), "adapt_memory_mb": 16384}
+    settings = load_settings(overrides, environ={}, user_file=tmp_path / "none")
+    out = adapt(repo, settings, minutes=60, steps=3, check_batches=0, context_len=64, **TRAIN)
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert training["steps"] == 3

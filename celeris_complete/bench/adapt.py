@@ -121,11 +121,14 @@ def stage_dir(name: str, version: str, seed: int) -> Path:
     return bench_repo_cache().parent / "bench-adapt" / f"{name}-{version}-seed{seed}"
 
 
-def run_adapt(workspace: Path, base: Path, minutes: float, log_file: Path, lr: float | None = None) -> dict:
+def run_adapt(
+    workspace: Path, base: Path, minutes: float, log_file: Path, lr: float | None = None, steps: int | None = None
+) -> dict:
     """``celeris-complete adapt --fresh`` on ``workspace`` in a child process; its model and figures."""
     command = [sys.executable, "-m", "celeris_complete.cli", "adapt", str(workspace), "--fresh"]
     command += ["--minutes", str(minutes), "--model", str(base)]
     command += ["--lr", str(lr)] if lr is not None else []
+    command += ["--steps", str(steps)] if steps is not None else []
     started = time.perf_counter()
     with open(log_file, "wb") as out:
         code = subprocess.call(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
@@ -233,6 +236,7 @@ def run_package(
     keep_adapted: bool = False,
     say: Callable[[str], None] = lambda m: None,
     lr: float | None = None,
+    steps: int | None = None,
 ) -> dict:
     files = python_files(root)
     cut = len(files) < MIN_FILES
@@ -250,8 +254,9 @@ def run_package(
         adapted = {**adapted_figures(model), "seconds": None, "reused": True}
     else:
         write_files(workspace, files, adapt_names)
-        say(f"{name}: adapting on {len(adapt_names)} files for {minutes} min ({len(held)} held out)")
-        adapted = run_adapt(workspace, base, minutes, stage / "adapt.log", lr)
+        budget = f"{steps} steps" if steps else f"{minutes} min"
+        say(f"{name}: adapting on {len(adapt_names)} files for {budget} ({len(held)} held out)")
+        adapted = run_adapt(workspace, base, minutes, stage / "adapt.log", lr, steps)
     say(f"{name}: {len(chosen)} sites, base and adapted model")
     t0 = time.perf_counter()
     figures = evaluate_package(files, adapt_names, chosen, {"base": base, "adapted": Path(adapted["model"])},
@@ -285,6 +290,7 @@ def run(
     progress: Callable[[str], None] | None = None,
     partial: Callable[[dict], None] | None = None,
     lr: float | None = None,
+    steps: int | None = None,
 ) -> dict:
     """Per package and overall: base and adapted model on the held-out files' sites (see the module doc);
     ``partial`` gets the result so far after each package."""
@@ -300,7 +306,7 @@ def run(
     for name, version in packages:
         say(f"{name} {version}: fetching")
         result = run_package(name, version, fetch(name, version), minutes, base, sites, max_files, seed, options,
-                             drafts, keep_adapted, say, lr)  # fmt: skip
+                             drafts, keep_adapted, say, lr, steps)  # fmt: skip
         per_package[name] = result
         on = result["drafts_on"]
         say(
@@ -311,7 +317,8 @@ def run(
         out = {
             "overall": overall(per_package, drafts),
             "packages": per_package,
-            "minutes": minutes,
+            "minutes": None if steps else minutes,
+            "steps": steps,
             "lr": lr if lr is not None else LR,
             "base_model": str(base),
             "seed": seed,

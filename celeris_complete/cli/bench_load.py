@@ -138,6 +138,9 @@ def bench_adapt(
     ] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
     lr: Annotated[Optional[float], typer.Option(help="The adaptations' peak learning rate (default: adapt's).")] = None,
+    steps: Annotated[
+        Optional[int], typer.Option(help="Adapt this many steps instead of --minutes (the same run under any load).")
+    ] = None,
 ) -> None:
     """The lift of adapting the model to a repository: for each bench repo package, adapt a copy of the
     model on 80% of its files for --minutes (celeris-complete adapt), then complete lines in the other 20%
@@ -150,8 +153,8 @@ def bench_adapt(
     unknown = [p for p in chosen if p not in pinned]
     if unknown:
         fail(f"unknown package(s) {', '.join(unknown)}: choose from {', '.join(pinned)}")
-    if sites < 1 or files < 1 or minutes <= 0 or (lr is not None and not lr > 0):
-        fail("--sites and --files must be at least 1, --minutes and --lr above 0")
+    if sites < 1 or files < 1 or minutes <= 0 or (lr is not None and not lr > 0) or (steps is not None and steps < 1):
+        fail("--sites, --files and --steps must be at least 1, --minutes and --lr above 0")
     options = server_options(dict(budget_ms=budget_ms), setting)
     for key in ("model", "drafts"):
         if key in options:
@@ -164,7 +167,7 @@ def bench_adapt(
     try:
         result = run(
             [(p, pinned[p]) for p in chosen], minutes, model, sites, files, seed, options, drafts_off, keep_adapted,
-            progress=lambda m: typer.echo(m, err=True), partial=save, lr=lr,
+            progress=lambda m: typer.echo(m, err=True), partial=save, lr=lr, steps=steps,
         )  # fmt: skip
     except (CelerisError, RuntimeError) as exc:
         fail(str(exc))

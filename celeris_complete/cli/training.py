@@ -150,6 +150,9 @@ def adapt(
         typer.Option(help="Memory budget in MB (default: the setting adapt_memory_mb, 2048)."),
     ] = None,
     lr: Annotated[Optional[float], typer.Option(help="Peak learning rate (default 5e-4).")] = None,
+    steps: Annotated[
+        Optional[int], typer.Option(help="Train this many steps instead of --minutes (the same run under any load).")
+    ] = None,
 ) -> None:
     """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
     compare it with the model it started from on held-out workspace files; the result goes under the
@@ -168,7 +171,10 @@ def adapt(
         settings = load_settings(overrides)
         if lr is not None and not lr > 0:
             fail("--lr must be above 0")
-        out = run_adapt(workspace, settings, minutes, fresh=fresh, **({"lr": lr} if lr is not None else {}))
+        if steps is not None and steps < 1:
+            fail("--steps must be at least 1")
+        extra = {"lr": lr} if lr is not None else {}
+        out = run_adapt(workspace, settings, minutes, fresh=fresh, steps=steps, **extra)
         verdict = json.loads((out / CHECK_FILE).read_text(encoding="utf-8"))
     except CelerisError as exc:
         fail(str(exc))

@@ -63,11 +63,13 @@ def adapt(
     fresh: bool = False,
     lr: float = LR,
     check_batches: int = CHECK_BATCHES,
+    steps: int | None = None,
     **train_options,
 ) -> Path:
     """Train a copy of the configured model on ``workspace``, then ``check`` it against the base
     model (``check_batches`` 0: no check); returns the adapted model's directory.  The process keeps
-    to ``settings.adapt_memory_mb`` (micro-batches sized for this machine)."""
+    to ``settings.adapt_memory_mb`` (micro-batches sized for this machine).  ``steps``: train that many
+    steps instead of for ``minutes`` (the same training whatever else the machine is doing)."""
     workspace = Path(workspace).expanduser()
     if not workspace.is_dir():
         raise CelerisError(f"{workspace}: not a folder")
@@ -102,7 +104,8 @@ def adapt(
         **train_options,
     }
     (out / CHECK_FILE).unlink(missing_ok=True)  # the verdict on an earlier stretch no longer holds
-    args = TrainArgs(output=out, roots=[src], init_from=base, minutes=minutes, lr=lr, **options)
+    budget = {"steps": steps} if steps else {"minutes": minutes}
+    args = TrainArgs(output=out, roots=[src], init_from=base, lr=lr, **budget, **options)
     train(args)
     if check_batches:
         check(out, base, check_batches, memory_mb=options["memory_mb"])
