@@ -44,7 +44,7 @@ demo: $(VENV)/.ready
 	$(VENV)/bin/celeris-complete infill examples/demo.py
 
 # The tests in two workers (a file each at a time), one torch thread each: two threads per process on
-# two cores stall whenever the other process takes a core (scripts/measure_train_speed.py --busy 1).
+# two cores stall whenever the other process takes a core (celeris-complete bench train-speed --busy 1).
 test:
 	$(MAKE) -j2 test-setup
 	$(VENV)/bin/ruff check .

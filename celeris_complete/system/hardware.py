@@ -21,7 +21,7 @@ def cpu_has_bf16_units() -> bool:
 
 def cpu_has_bf16_dot() -> bool:
     """bf16 dot-product instructions (AVX512-BF16 or AMX): where bf16 autocast trains faster than fp32
-    (2.2x on this project's 2-core AMD EPYC: scripts/measure_train_speed.py)."""
+    (2.2x on this project's 2-core AMD EPYC: ``celeris-complete bench train-speed``)."""
     if cpu_has_bf16_units():
         return True
     try:
