@@ -42,6 +42,7 @@ SLOWEST_FIRST = (
     "test_serve.py",
     "test_lsp.py",
     "test_bench_adapt.py",
+    "test_bench_studies.py",
     "test_vscode.py",
 )
 
