@@ -65,8 +65,9 @@ OPTIONS: dict[str, Option] = {
     "api": Option(
         str,
         "fim",
-        "The endpoint's API: fim (POST /v1/fim/completions) or completions (POST /v1/completions with suffix).",
-        choices=("fim", "completions"),
+        "The endpoint's API: fim (POST /v1/fim/completions), completions (POST /v1/completions with suffix) or "
+        "chat (POST /v1/chat/completions, a fill-in-the-middle prompt: for providers that offer only chat).",
+        choices=("fim", "completions", "chat"),
     ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),

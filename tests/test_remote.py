@@ -6,6 +6,8 @@ through it, reporting a failure once and announcing an endpoint off this machine
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
 import os
 import threading
 import time
@@ -108,6 +110,54 @@ def test_the_same_answers_as_the_local_engine(local, remote):
     assert {"server_queue", "server_encode", "server_refine", "server_total", "network", "total"} <= set(t)
     assert t["total"] >= t["server_total"] > 0
     assert remote.complete(InfillRequest(*PLACES[0][:2], steps=2, mode="block")).steps == 2, "steps go to the server"
+
+
+def test_the_chat_api_gives_the_local_answers_through_our_server(local, server, keys):
+    chat = Engine(settings(endpoint=server.url, api_key_env=KEY_ENV, api="chat"))
+    for prefix, suffix, mode in PLACES:
+        want = local.complete(InfillRequest(prefix, suffix, mode=mode)).text
+        assert chat.complete(InfillRequest(prefix, suffix, mode=mode)).text == want, prefix[-40:]
+
+
+class ChatModel(http.server.BaseHTTPRequestHandler):
+    """A chat-only provider that answers as chat models do: the code in a fence, the line repeated."""
+
+    bodies: list = []
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def reply(self, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.reply({"object": "list", "data": [{"id": "chat-model", "owned_by": "someone"}]})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ChatModel.bodies.append((self.path, body))
+        content = "Here you go:\n```python\n    return a * b\n```\nThis multiplies the numbers."
+        self.reply({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+
+
+def test_a_chat_only_provider_gets_the_fill_prompt_and_its_reply_is_read_as_a_completion():
+    provider = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatModel)
+    threading.Thread(target=provider.serve_forever, daemon=True).start()
+    try:
+        engine = Engine(settings(endpoint=f"http://127.0.0.1:{provider.server_address[1]}", api="chat"))
+        prefix, suffix, mode = PLACES[1]  # "    ret" typed
+        done = engine.complete(InfillRequest(prefix, suffix, mode=mode))
+    finally:
+        provider.shutdown()
+    assert done.text == "urn a * b"
+    path, body = ChatModel.bodies[-1]
+    assert path == "/v1/chat/completions" and body["model"] == "chat-model" and body["max_tokens"] == 64
+    assert "<FILL_HERE>" in body["messages"][-1]["content"] and "stop" not in body
 
 
 def test_python_answers_are_checked_on_this_side(local, remote):

@@ -464,6 +464,38 @@ def test_openai_client_completions_with_suffix_and_streaming(server, client):
     assert err.value.status_code == 400
 
 
+def test_openai_client_chat_completions_fill_the_marker(server, client):
+    """A fill-in-the-middle request in chat form answers with the completion (backends/chat_prompt.py's
+    prompt), whole and streamed with its usage; a chat without the marker is a clear 400."""
+    openai = require("openai")
+    from celeris_complete.backends.chat_prompt import build
+
+    api = openai.OpenAI(base_url=server.url + "/v1", api_key="not-needed-on-loopback", max_retries=0)
+    for mode in ("block", "line"):
+        want = client.post("/v1/fim/completions", json={**PLACE, "mode": mode}).json()["choices"][0]["text"]
+        messages = build(PLACE["prompt"], PLACE["suffix"], mode, "python")
+        extra = {} if mode == "line" else {"extra_body": {"mode": "block"}}  # "one line" in the prompt says line
+        got = api.chat.completions.create(model="celeris-default", messages=messages, **extra)
+        assert got.object == "chat.completion" and got.id.startswith("chatcmpl-")
+        assert got.choices[0].message.role == "assistant" and got.choices[0].message.content == want
+        assert got.choices[0].finish_reason in ("stop", "length") and got.usage.completion_tokens > 0
+        if mode == "line":
+            assert "\n" not in want
+    stream = api.chat.completions.create(
+        model="celeris-default", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] in ("stop", "length")
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "write a poem"}]})
+    assert r.status_code == 400 and "<FILL_HERE>" in r.json()["error"]["message"]
+    assert "server-timing" in r.headers
+    r = client.post("/v1/chat/completions", json={"messages": messages, "tools": [{"type": "function"}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
+
+
 def test_mistral_client_fim_complete(server, client):
     mistral = require("mistralai.client")
     want = client.post("/v1/fim/completions", json={**PLACE, "max_tokens": 24}).json()["choices"][0]["text"]

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from celeris_complete.backends import chat_prompt
 from celeris_complete.backends.base import Completion, Supports
 from celeris_complete.checks.postprocess import postprocess
 from celeris_complete.config import ENV_PREFIX, OPTIONS, Settings
@@ -42,7 +43,8 @@ TIMEOUT_S = MAX_DEADLINE_MS / 1e3 + 5.0  # without a deadline
 CONNECT_TIMEOUT_S = 2.0
 POLL_S = 0.002  # how often a waiting request asks should_cancel
 OURS = "celeris-complete"  # /v1/models' owned_by on our own server
-PATHS = {"fim": "/v1/fim/completions", "completions": "/v1/completions"}
+PATHS = {"fim": "/v1/fim/completions", "completions": "/v1/completions", "chat": "/v1/chat/completions"}
+CHAT_MAX_TOKENS = {"line": 64, "block": 256}  # a chat model's tokens are not our canvas slots
 
 
 class RemoteError(CelerisError):
@@ -208,7 +210,11 @@ class RemoteBackend:
         if self.server is None:
             self.server = self._wait(self._probe(), deadline, should_cancel)[0]
         ours = self.server["ours"]
-        body: dict = {"prompt": window.prefix, "suffix": window.suffix}
+        chat = self.api == "chat"
+        if chat:
+            body: dict = {"messages": chat_prompt.build(window.prefix, window.suffix, mode)}
+        else:
+            body = {"prompt": window.prefix, "suffix": window.suffix}
         if self.server["model"]:
             body["model"] = self.server["model"]
         user = settings.source
@@ -218,7 +224,7 @@ class RemoteBackend:
 
         canvas_key = "canvas_line" if mode == "line" else "canvas_block"
         if max_tokens or chosen(canvas_key) or not ours:
-            body["max_tokens"] = max_tokens or settings.values[canvas_key]
+            body["max_tokens"] = max_tokens or (CHAT_MAX_TOKENS[mode] if chat else settings.values[canvas_key])
         if ours:
             body.update(mode=mode, file_start=window.file_start, file_end=window.file_end)
             if window.snippets:
@@ -231,7 +237,7 @@ class RemoteBackend:
             body["temperature"] = decode.temperature
         if decode.temperature and (decode.seed or chosen("seed")):
             body["seed"] = decode.seed
-        if not ours and mode == "line":
+        if not ours and mode == "line" and not chat:  # a chat model may open with a fence: cut after reading
             body["stop"] = ["\n"]
         t_sent = time.perf_counter()
         status, timing, payload = self._wait(self._post(PATHS[self.api], body), deadline, should_cancel)
@@ -251,6 +257,8 @@ class RemoteBackend:
             raise RemoteError("server", f"{self.path}: the answer's text is not a string")
         raw = text
         if not ours:  # our server post-processes; others return the model's raw span
+            if chat:
+                text = chat_prompt.extract(text, window.prefix, window.suffix, mode)
             text = postprocess(text, window.prefix, window.suffix, mode)
         t_end = time.perf_counter()
         timings = {"server_" + k: v for k, v in parse_server_timing(timing).items()}

@@ -24,7 +24,7 @@ TRUST_HELP = "Let a transformers model directory run its own Python code (only f
 EndpointOption = Annotated[
     Optional[str], typer.Option(help="Complete through this server (celeris-complete serve, or OpenAI-compatible).")
 ]
-ApiOption = Annotated[Optional[str], typer.Option(help="The endpoint's API: fim or completions.")]
+ApiOption = Annotated[Optional[str], typer.Option(help="The endpoint's API: fim, completions or chat.")]
 ApiKeyEnvOption = Annotated[Optional[str], typer.Option(help="Environment variable holding the endpoint's API key.")]
 # Options that many commands share.
 ModelOption = Annotated[Optional[str], typer.Option(help="Model directory.")]

@@ -1,9 +1,11 @@
 """The HTTP API's request and response shapes (``celeris-complete serve``).
 
 Requests follow the fill-in-the-middle endpoint (``POST /v1/fim/completions``: ``prompt`` before
-the cursor, ``suffix`` after it, as Mistral's Codestral and Inception's Mercury take them) and
-OpenAI's legacy ``POST /v1/completions`` with ``suffix``; plus our own optional ``steps``, ``mode``,
-``deadline_ms``, ``stream_steps``, ``snippets``, ``file_start`` and ``file_end``.  Unknown fields
+the cursor, ``suffix`` after it, as Mistral's Codestral and Inception's Mercury take them),
+OpenAI's legacy ``POST /v1/completions`` with ``suffix``, and OpenAI's chat completions
+(``POST /v1/chat/completions``) with the code and a ``<FILL_HERE>`` marker in the last user message
+(``backends/chat_prompt.py``); plus our own optional ``steps``, ``mode``, ``deadline_ms``,
+``stream_steps``, ``snippets``, ``file_start`` and ``file_end``.  Unknown fields
 are ignored; a wrong type or value is an ``ApiError`` that the server answers with an OpenAI-style
 error body.
 """
@@ -15,6 +17,8 @@ import uuid
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from celeris_complete.backends import chat_prompt
 
 MAX_STOP = 4  # OpenAI's limit on stop sequences
 MAX_SNIPPETS = 32
@@ -49,6 +53,7 @@ class CompletionRequest(BaseModel):
     stop: Union[str, list[str], None] = None
     n: int = Field(1, ge=1)
     stream: bool = False
+    include_usage: bool = False  # chat: stream_options.include_usage (a last chunk with the usage)
     seed: Optional[int] = Field(None, ge=0)
     random_seed: Optional[int] = Field(None, ge=0)  # Mistral's name for seed
     user: Optional[str] = Field(None, max_length=256)  # OpenAI's end-user id: here also whose contexts are cached
@@ -121,6 +126,42 @@ def parse_request(data: object) -> CompletionRequest:
     return request
 
 
+# Fields of a chat request taken over as they are; the rest of a chat request is its messages.
+CHAT_FIELDS = ("model", "temperature", "top_p", "stop", "n", "stream", "seed", "user", "steps", "mode", "deadline_ms",
+               "snippets", "file_start", "file_end")  # fmt: skip
+CHAT_REFUSED = ("logprobs", "top_logprobs", "tools", "tool_choice", "functions", "response_format", "stream_steps")
+
+
+def parse_chat_request(data: object) -> CompletionRequest:
+    """A chat completions request as the fill-in-the-middle request it holds (see the module doc)."""
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise ApiError(400, "messages: give a list of messages", param="messages")
+    for key in CHAT_REFUSED:
+        if data.get(key):
+            raise ApiError(400, f"{key} is not supported on this server", param=key, code="unsupported")
+    found = chat_prompt.parse(messages)
+    if found is None:
+        raise ApiError(
+            400, f"this server fills code: put {chat_prompt.MARKER} where the completion goes in the last user "
+            "message (docs/serving.md)", param="messages",
+        )  # fmt: skip
+    prefix, suffix, mode = found
+    body = {k: data[k] for k in CHAT_FIELDS if k in data}
+    body.update(prompt=prefix, suffix=suffix)
+    if mode and "mode" not in body:
+        body["mode"] = mode
+    options = data.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        body["include_usage"] = True
+    tokens = data.get("max_completion_tokens", data.get("max_tokens"))
+    if tokens is not None:
+        body["max_tokens"] = tokens
+    return parse_request(body)
+
+
 def cut_at_stop(text: str, stop: list[str] | None) -> tuple[str, bool]:
     """The text up to the first stop sequence, and whether one was found."""
     if not stop:
@@ -151,6 +192,20 @@ def chunk_choice(index: int, text: str, finish_reason: str | None, fim: bool) ->
 
 def _envelope(rid: str, model: str, kind: str, choices: list[dict], **extra) -> dict:
     return {"id": rid, "object": kind, "created": int(time.time()), "model": model, "choices": choices, **extra}
+
+
+def chat_choice(index: int, text: str, finish_reason: str | None) -> dict:
+    return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
+            "finish_reason": finish_reason}  # fmt: skip
+
+
+def chat_chunk(rid: str, model: str, index: int, delta: dict, finish_reason: str | None, **extra) -> dict:
+    item = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return _envelope(rid, model, "chat.completion.chunk", [item], **extra)
+
+
+def chat_body(rid: str, model: str, choices: list[dict], usage: dict, timings: dict) -> dict:
+    return _envelope(rid, model, "chat.completion", choices, usage=usage, timings=timings)
 
 
 def response_body(rid: str, model: str, choices: list[dict], usage: dict, fim: bool, timings: dict) -> dict:

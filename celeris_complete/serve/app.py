@@ -1,10 +1,11 @@
 """``celeris-complete serve``: the engine behind HTTP (Starlette on uvicorn).
 
-Endpoints: ``POST /v1/fim/completions`` and ``POST /v1/completions`` (see serve_api.py for the
-fields), ``GET /v1/models``, ``GET /health`` (200 only once the model is loaded: it loads in the
-background while the server already answers) and ``GET /metrics`` (Prometheus).  Every response
+Endpoints: ``POST /v1/fim/completions``, ``POST /v1/completions`` and ``POST /v1/chat/completions``
+(a ``<FILL_HERE>`` marker in the last user message; see api.py for the fields), ``GET /v1/models``,
+``GET /health`` (200 only once the model is loaded: it loads in the background while the server
+already answers) and ``GET /metrics`` (Prometheus).  Every response
 carries ``Server-Timing``.  Requests wait in a bounded queue for the one model worker
-(serve_queue.py), which decodes them in one batch (serve_batch.py, ``--batch``: one forward pass per
+(scheduler.py), which decodes them in one batch (batch.py, ``--batch``: one forward pass per
 refinement step for all of them) or one at a time; a full queue is answered 429.
 
 Security: loopback by default; any other address needs an API key (a bearer token from an
@@ -30,6 +31,7 @@ from celeris_complete.serve.api import (
 )
 from celeris_complete.serve.routes import (
     api_error,
+    chat_completions,
     fim_completions,
     health,
     legacy_completions,
@@ -55,6 +57,7 @@ def make_app(server: CompletionServer, load: bool = True) -> Guard:
         routes=[
             Route("/v1/fim/completions", fim_completions, methods=["POST"]),
             Route("/v1/completions", legacy_completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),

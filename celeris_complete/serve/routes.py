@@ -18,11 +18,15 @@ from celeris_complete.serve.access import (
 from celeris_complete.serve.api import (
     ApiError,
     CompletionRequest,
+    chat_body,
+    chat_choice,
+    chat_chunk,
     choice,
     chunk_body,
     chunk_choice,
     cut_at_stop,
     new_id,
+    parse_chat_request,
     parse_request,
     response_body,
     server_timing,
@@ -142,11 +146,12 @@ def sse(data: dict | str) -> str:
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-async def completions(request: Request, fim: bool) -> Response:
+async def completions(request: Request, fim: bool, chat: bool = False) -> Response:
     server: CompletionServer = request.app.state.server
     opts = server.options
     t0 = request.scope.get("celeris.t0", time.perf_counter())
-    req = parse_request(await read_json(request, opts.max_body_bytes))
+    body = await read_json(request, opts.max_body_bytes)
+    req = parse_chat_request(body) if chat else parse_request(body)
     if req.model is not None and req.model != server.model_id:
         raise ApiError(
             404, f"the model '{req.model}' does not exist here; this server serves '{server.model_id}'",
@@ -196,10 +201,12 @@ async def completions(request: Request, fim: bool) -> Response:
         return Response(status_code=499)
     if event[0] == "error":
         raise job_error(event[1])
-    rid = new_id("fim" if fim else "cmpl")
+    rid = new_id("chatcmpl" if chat else "fim" if fim else "cmpl")
     if event[0] == "done":
         done = answer(server, req, job, event[1], t0)
         headers = {"Server-Timing": server_timing(done.phases)}
+        if chat:
+            return chat_response(rid, server.model_id, done, req, headers)
         if not req.stream:
             choices = [choice(i, text, finish, fim) for i, (text, finish) in enumerate(done.choices)]
             body = response_body(rid, server.model_id, choices, done.usage, fim, done.phases)
@@ -216,6 +223,25 @@ async def completions(request: Request, fim: bool) -> Response:
         stream_steps(server, req, job, events, event, rid, fim, t0), media_type="text/event-stream",
         headers={**SSE_HEADERS, **headers},
     )  # fmt: skip
+
+
+def chat_response(rid: str, model: str, done: Answer, req: CompletionRequest, headers: dict) -> Response:
+    """The answer in the chat completions shape: whole, or as a stream (the role, the text, the end, and
+    the usage when the request's ``stream_options`` asks for it)."""
+    if not req.stream:
+        choices = [chat_choice(i, text, finish) for i, (text, finish) in enumerate(done.choices)]
+        return JSONResponse(chat_body(rid, model, choices, done.usage, done.phases), headers=headers)
+
+    async def stream():
+        for i, (text, finish) in enumerate(done.choices):
+            yield sse(chat_chunk(rid, model, i, {"role": "assistant", "content": ""}, None))
+            yield sse(chat_chunk(rid, model, i, {"content": text}, None))
+            yield sse(chat_chunk(rid, model, i, {}, finish))
+        if req.include_usage:
+            yield sse({**chat_chunk(rid, model, 0, {}, None, usage=done.usage, timings=done.phases), "choices": []})
+        yield sse("[DONE]")
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers})
 
 
 async def stream_answer(rid: str, model: str, done: Answer, fim: bool):
@@ -259,6 +285,10 @@ async def fim_completions(request: Request) -> Response:
 
 async def legacy_completions(request: Request) -> Response:
     return await completions(request, fim=False)
+
+
+async def chat_completions(request: Request) -> Response:
+    return await completions(request, fim=False, chat=True)
 
 
 async def models(request: Request) -> Response:
