@@ -107,6 +107,15 @@ OPTIONS: dict[str, Option] = {
         minimum=0.0,
         maximum=1.0,
     ),
+    "min_confidence": Option(
+        float,
+        0.0,
+        "The language server shows an automatic completion only when the model's calibrated probability that it "
+        "is right is at least this (0: every answer; the model's confidence.json recommends a value, used unless "
+        "you set one). Invoked completions are always shown.",
+        minimum=0.0,
+        maximum=1.0,
+    ),
     "draft_veto": Option(
         float,
         1.0,

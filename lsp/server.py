@@ -102,6 +102,9 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             },
             "adaptation": ls.adaptation.status(),
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
+            # The threshold in force: the user's, or the one the model's calibration recommends.
+            "min_confidence_in_force": engine.settings.min_confidence if engine else None,
+            "calibrated": engine is not None and engine.calibrator is not None,
         }
 
     @server.feature(DOCUMENT_REQUEST)
@@ -202,7 +205,10 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         for text in (done.text, *done.alternatives):
             if text.strip() and text not in texts:
                 texts.append(text)
-        if texts:
+        # Quiet when unsure: an automatic answer the model is unlikely to have right is not shown (nor
+        # kept for the keystrokes after it); one the user asked for is.
+        quiet = automatic and done.confidence is not None and done.confidence < ls.engine.settings.min_confidence
+        if texts and not quiet:
             ls.typing.store(uri, prefix, suffix, texts[0])
         ls.send_timings(
             uri,
@@ -217,8 +223,14 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "draft": done.draft,
                 "syntax": done.syntax,
                 "raw": done.raw,
+                "features": done.features,
+                "confidence": done.confidence,
+                "shown": bool(texts) and not quiet,
+                "hidden": done.text if quiet else None,
             },
         )
+        if quiet:
+            return [], None
         return [lead + t for t in texts], replace
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

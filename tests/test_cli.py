@@ -59,6 +59,7 @@ def test_position_and_json(tiny_model_dir, src):
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["mode"] == "line" and "\n" not in data["completion"]
+    assert data["confidence"] is None  # the tiny model ships no calibration (confidence.json)
     assert set(data["timings_ms"]) >= {"tokenize", "context_encode", "refine", "detokenize", "postprocess", "total"}
     r2 = cli("infill", src, "--line", "2", "--col", "12", "--model", tiny_model_dir, "--json", "--mode", "line")
     assert json.loads(r2.stdout)["completion"] == data["completion"], "greedy decoding is deterministic"

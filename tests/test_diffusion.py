@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from celeris_complete.model.diffusion import DecodeSettings, SpecialIds, diffuse, expand_kv, span_tokens
@@ -306,3 +307,56 @@ def test_sampled_canvases_differ_stay_in_the_top_k_and_repeat_with_the_seed():
     assert set(a.flatten().tolist()) <= {10, 11, 12} and len({tuple(row) for row in a.tolist()}) > 8
     c, _ = diffuse(m, expand_kv(context(m), 16), 4, IDS, DecodeSettings(steps=2, temperature=2.0, top_k=3, seed=8))
     assert not torch.equal(a, c)
+
+
+class Changing(Scripted):
+    """A scripted model whose table changes between calls (its prediction moves)."""
+
+    def __init__(self, tables: list[torch.Tensor]):
+        super().__init__(tables[0])
+        self.tables = tables
+
+    def span_step(self, slot_ids, context_kv):
+        self.table = self.tables[min(self.calls, len(self.tables) - 1)]
+        return super().span_step(slot_ids, context_kv)
+
+
+def test_the_trace_holds_each_slots_probability_and_step_when_committed():
+    from celeris_complete.model.diffusion import SpanTrace
+
+    logits = table([(5, 20.0), (6, 20.0), (7, 1.0), (8, 1.0)])  # two confident slots, two not
+    m = Scripted(logits)
+    trace: list[SpanTrace] = []
+    out, ran = diffuse(m, context(m), 4, IDS, DecodeSettings(steps=2, threshold=0.9), trace=trace)
+    (t,) = trace
+    allowed = logits.clone()
+    allowed[:, list(IDS.banned)] = float("-inf")  # the canvas never holds them: the rest share their mass
+    expected = torch.softmax(allowed, -1).gather(-1, out[0].unsqueeze(-1)).squeeze(-1).tolist()
+    assert t.prob == pytest.approx(expected, rel=1e-5)
+    assert t.step == [0, 0, 1, 1] and t.flips == [0] and not t.forced and t.draft_score is None
+
+
+def test_the_trace_counts_flips_and_a_forced_last_step():
+    from celeris_complete.model.diffusion import SpanTrace
+
+    first, then = table([(5, 1.0)] * 4), table([(9, 1.0)] * 4)  # every slot changes its mind after step 0
+    m = Changing([first, then])
+    trace: list[SpanTrace] = []
+    calls = iter([False, True])  # the deadline passes after the first step
+    settings = DecodeSettings(steps=4, threshold=0.99)
+    diffuse(m, context(m), 4, IDS, settings, should_stop=lambda: next(calls), trace=trace)
+    (t,) = trace
+    assert t.forced and t.flips == [3]  # the three slots still masked after step 0 (one committed there)
+
+
+def test_the_trace_of_a_draft_kept_carries_its_probability_and_score():
+    from celeris_complete.model.diffusion import SpanTrace
+
+    draft = [11, 12, 13, EOS]
+    m = Scripted(draft_probability_table([0.3, 0.3, 0.3, 0.3, 0.3, 0.3], draft + [EOS, EOS]))
+    trace: list[SpanTrace] = []
+    diffuse(m, context(m), 6, IDS, DecodeSettings(steps=3), draft=torch.tensor(draft), draft_threshold=0.2,
+            draft_kept=[], trace=trace)  # fmt: skip
+    (t,) = trace
+    assert t.prob[:4] == pytest.approx([0.3] * 4, rel=1e-3) and t.step[:4] == [0, 0, 0, 0]
+    assert t.draft_score == pytest.approx(float(torch.log(torch.tensor(0.3))), rel=1e-3)

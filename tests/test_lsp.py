@@ -58,7 +58,7 @@ def test_an_invoked_request_offers_distinct_alternatives_after_the_automatic_ans
     async def scenario():
         # No deadline: the answers must not depend on how busy the machine is; a line answer that is
         # not empty (the block-mode end-of-span penalty), so that there are three to offer.
-        options = {"mode": "line", "budget_ms": 60000, "eos_penalty_line": 1.0}
+        options = {"mode": "line", "budget_ms": 60000, "eos_penalty_line": 1.0, "min_confidence": 0.0}
         s = Session(shipped_model_dir, init_options=options)
         await s.start()
         s.open(URI, "for i in range():\n    print(i)\n")

@@ -129,7 +129,8 @@ def test_a_workspace_line_becomes_the_draft_the_server_answers_with(tmp_path, sh
     uri = (tmp_path / "c.py").as_uri()
 
     async def ask(**settings):
-        s = Session(shipped_model_dir, folders=[tmp_path], init_options={"mode": "line", **settings})
+        options = {"mode": "line", "min_confidence": 0.0, **settings}  # drafts here, not staying quiet
+        s = Session(shipped_model_dir, folders=[tmp_path], init_options=options)
         await s.start()
         await wait_indexed(s, 2)
         s.open(uri, text)
@@ -158,7 +159,7 @@ def test_drafts_never_come_from_secret_or_ignored_files_and_the_typing_cache_giv
     uri = (tmp_path / "main.py").as_uri()
 
     async def scenario():
-        options = {"mode": "line", "ignore_globs": ["*generated_*"]}
+        options = {"mode": "line", "ignore_globs": ["*generated_*"], "min_confidence": 0.0}
         s = Session(shipped_model_dir, folders=[tmp_path], init_options=options)
         await s.start()
         await wait_indexed(s, 1)

@@ -42,7 +42,7 @@ def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str):
           cmd = { python, "-m", "celeris_complete.cli", "lsp" },
           filetypes = { filetype },
           -- A high end-of-span penalty keeps the suggestions non-empty: these tests check mechanics.
-          settings = { model = model, mode = mode, eos_penalty = 8.0, max_chars_after_cursor = 10 },
+          settings = { model = model, mode = mode, eos_penalty = 8.0, max_chars_after_cursor = 10, min_confidence = 0 },
         })
         """,
         str(PLUGIN),

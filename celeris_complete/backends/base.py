@@ -52,6 +52,11 @@ class Completion:
     # whatever the answer), or for an answer it blamed: "reindented", "shortened", "closed", "replaced" (by a
     # sampled answer), "withheld" or "kept"; "" when not checked.
     syntax: str = ""
+    # What says how likely the answer is to be right as shown (engine/confidence.py); None: not known
+    # (a backend that completes whole).
+    features: dict | None = None
+    # The calibrated probability that ``text`` is right as shown (None: an empty answer, or no calibration).
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,7 @@ async def _ask(
     note = notes[-1] if notes else None  # the server's timings, sent just before its answer
     engine_ms = getattr(getattr(note, "engine_ms", None), "total", None)
     root = str(work) + os.sep
+    hidden = getattr(note, "hidden", None)
     offered = {}
     if invoked:
         lines = [score(site.expected, inserted_at_cursor(item, before))["got"] for item in items]
@@ -273,6 +274,10 @@ async def _ask(
         "draft": plain(getattr(note, "draft", None)),  # offered to the model: source, tokens, kept
         "syntax": getattr(note, "syntax", None),  # the compiler's verdict on the answer
         "raw": getattr(note, "raw", None),  # the model's span before post-processing
+        "confidence": getattr(note, "confidence", None),  # the calibrated probability that it is right
+        # The answer the server held back as too unsure (min_confidence), and whether it was right.
+        "hidden": hidden,
+        "hidden_exact": bool(hidden) and score(site.expected, hidden)["exact"],
     }
 
 
@@ -323,6 +328,12 @@ def _figures(results: Sequence[dict]) -> dict:
         "edit_similarity": round(sum(r["similarity"] for r in results) / n, 4),
         "empty_rate": round(sum(r["empty"] for r in results) / n, 4),
         "no_item_rate": round(sum(r["answer"] is None for r in results) / n, 4),  # a part of the empty ones
+        # Lines shown: right (exact) and wrong (a line that is not the rest); and what staying quiet
+        # (min_confidence) held back, right and wrong.
+        "right_shown": sum(bool(r["exact"]) for r in results),
+        "wrong_shown": sum(not r["exact"] and not r["empty"] for r in results),
+        "right_hidden": sum(bool(r.get("hidden_exact")) for r in results),
+        "wrong_hidden": sum(bool(r.get("hidden")) and not r.get("hidden_exact") for r in results),
     }
 
 
@@ -411,8 +422,8 @@ def table(result: dict) -> str:
     rows.append(("overall", result["overall"]))
     lines = [
         "| package | sites | exact | edit sim | empty | indent exact / edit | mid-line exact / edit | p50 ms "
-        "| past deadline |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| past deadline | right / wrong shown | right / wrong held back |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, p in rows:
         kinds = p["by_kind"]
@@ -420,7 +431,8 @@ def table(result: dict) -> str:
             f"| {label} | {p['sites']} | {p['exact_match']:.1%} | {p['edit_similarity']:.3f} | {p['empty_rate']:.1%} "
             f"| {kinds['indent'].get('exact_match', 0):.1%} / {kinds['indent'].get('edit_similarity', 0):.3f} "
             f"| {kinds['mid'].get('exact_match', 0):.1%} / {kinds['mid'].get('edit_similarity', 0):.3f} "
-            f"| {p['latency_ms_p50']} | {p['over_budget'] or 0:.1%} |"
+            f"| {p['latency_ms_p50']} | {p['over_budget'] or 0:.1%} | {p.get('right_shown', '?')} / "
+            f"{p.get('wrong_shown', '?')} | {p.get('right_hidden', '?')} / {p.get('wrong_hidden', '?')} |"
         )
     if "exact_offered" in result["overall"]:  # invoked: one of the items exact, per package
         lines[0] += " one item exact |"

@@ -1,5 +1,6 @@
 """Benchmarks of the parts, re-run when a part changes: ``bench checks``, ``bench drafts``,
-``bench footprint``, ``bench train-speed``, ``bench shapes``."""
+``bench footprint``, ``bench train-speed``, ``bench shapes``; and ``bench calibrate``, which fits the
+answers' confidence."""
 
 from __future__ import annotations
 
@@ -219,3 +220,60 @@ def bench_shapes(
         for r in rows
     )
     _report(rows, text, as_json, output)
+
+
+@bench_app.command("calibrate")
+def bench_calibrate(
+    model: Annotated[Optional[str], typer.Option(help="The model directory (default: the shipped one).")] = None,
+    sites_per_file: Annotated[int, typer.Option(help="Sites in each held-out file.")] = 10,
+    sites: Annotated[
+        Optional[Path], typer.Option(help="Fit on these collected sites (a --sites-output file) instead of collecting.")
+    ] = None,
+    sites_output: Annotated[Optional[Path], typer.Option(help="Write the collected sites here.")] = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="Write confidence.json into the model directory (the engine then uses it).")
+    ] = False,
+    plot: Annotated[Optional[Path], typer.Option(help="Reliability diagram, precision/coverage curve (PNG).")] = None,
+    output: JsonOutputOption = None,
+) -> None:
+    """Fit the answers' confidence: complete at sites in the training corpus's held-out files (never a
+    benchmark's packages) through the engine, then a calibrated probability that an answer is right,
+    cross-validated over two halves of the files; its error and the default threshold (min_confidence)."""
+    import numpy as np
+
+    from celeris_complete.bench import calibration, heldout
+    from celeris_complete.engine.confidence import FILE
+    from celeris_complete.model.directory import default_model_dir
+
+    if sites_per_file < 1:
+        fail("--sites-per-file must be at least 1")
+    model_dir = Path(model).expanduser() if model else default_model_dir()
+    if not (model_dir / "corpus_manifest.json").is_file():
+        fail(f"{model_dir}: no corpus_manifest.json (the held-out files are the model's own)")
+    try:
+        if sites is not None:
+            rows = json.loads(sites.read_text(encoding="utf-8"))["sites"]
+        else:
+            engine = _engine(str(model_dir), None, threads=1)  # one thread: a busy machine stalls two
+            rows = heldout.collect(engine, model_dir, sites_per_file, progress=lambda m: typer.echo(m, err=True))
+            if sites_output:
+                sites_output.write_text(json.dumps({"sites": rows}) + "\n", encoding="utf-8")
+        spec, report = calibration.fit_confidence(rows)
+    except (OSError, ValueError, KeyError, CelerisError) as exc:
+        fail(str(exc))
+    at = report["at_default"]
+    text = (
+        f"{report['sites']} sites in {report['files']} held-out files of {report['sources']} sources, "
+        f"{report['shown']} answers shown, {report['right']} right\n"
+        f"expected calibration error per half (out of fold): {report['ece_per_fold']}\n"
+        f"min_confidence {spec['min_confidence']}: right kept {at['right_kept']:.1%}, "
+        f"wrong kept {at['wrong_kept']:.1%}, precision {at['precision']:.1%}, coverage {at['coverage']:.1%}"
+    )
+    if plot:
+        oof, labels = np.array(report["out_of_fold"]), np.array(report["labels"])
+        calibration.plot(plot, oof, labels, spec["min_confidence"], f"{model_dir.name}: held-out corpus sites")
+    if write:
+        (model_dir / FILE).write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+        text += f"\nwritten to {model_dir / FILE}"
+    summary = {k: v for k, v in report.items() if k not in ("out_of_fold", "labels")}
+    _report({"calibration": spec, "report": summary}, text, False, output)

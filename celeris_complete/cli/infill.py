@@ -151,6 +151,7 @@ def infill(
                         "mode": done.mode,
                         "steps": done.steps,
                         "tokens": done.tokens,
+                        "confidence": done.confidence,
                         "timings_ms": done.timings_ms,
                     }
                 )
@@ -173,6 +174,7 @@ def infill(
                 "mode": done.mode,
                 "steps": done.steps,
                 "tokens": done.tokens,
+                "confidence": done.confidence,
                 "timings_ms": done.timings_ms,
             }
         )

@@ -1,10 +1,12 @@
 """Stage 5: the answer as the caller gets it: text, alternatives, the draft offered and how much of it
-the model kept, the compiler's verdict, and the time of each phase."""
+the model kept, the compiler's verdict, what says how likely it is right and that probability (where
+the model ships a calibration), and the time of each phase."""
 
 from __future__ import annotations
 
 from celeris_complete.backends.base import Completion
 from celeris_complete.engine.clock import Clock
+from celeris_complete.engine.confidence import features
 from celeris_complete.engine.decode import Decoding
 
 
@@ -21,7 +23,13 @@ def answer(run: Decoding, text: str, others: tuple[str, ...], verdict: str, cloc
             "candidates": len(drafts.offers),
         }
     timings = clock.timings_ms(run.step_times, run.req.alternatives > 1)
+    req, heal, raw = run.req, ctx.heal, run.raw
+    after_cursor = raw[len(heal) :] if raw.startswith(heal) else raw
+    known = features(run.trace[0] if run.trace else None, len(run.span), run.ran, offered, verdict, run.plan.mode,
+                     req.prefix, req.suffix, text, after_cursor, heal)  # fmt: skip
+    calibrator = run.engine.calibrator
+    confidence = calibrator.predict(known) if calibrator is not None and text.strip() else None
     return Completion(
         text, run.plan.mode, run.ran, len(run.span), run.cache_state, len(ctx.tokens), timings, run.raw, ctx.heal,
-        ctx.snippet_tokens, offered, others, verdict,
+        ctx.snippet_tokens, offered, others, verdict, known, confidence,
     )  # fmt: skip

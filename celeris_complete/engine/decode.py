@@ -15,7 +15,7 @@ from celeris_complete.engine.clock import Clock
 from celeris_complete.engine.drafting import Drafts, usable
 from celeris_complete.engine.request import InfillRequest, SpanPlan
 from celeris_complete.model.context import Context
-from celeris_complete.model.diffusion import Cancelled, DecodeSettings, diffuse, span_tokens
+from celeris_complete.model.diffusion import Cancelled, DecodeSettings, SpanTrace, diffuse, span_tokens
 
 # Alternatives are drawn at this temperature among each slot's likeliest tokens (the tail of a small
 # model's distribution is noise, and a race over the whole vocabulary costs ~5 ms per canvas and step).
@@ -28,7 +28,7 @@ class Decoding:
     along the way, the deadline), run under it."""
 
     __slots__ = ("engine", "req", "plan", "ctx", "drafts", "first", "kept", "chosen", "report", "should_stop",
-                 "kv", "cache_state", "out", "ran", "step_times", "span", "raw", "sampled")  # fmt: skip
+                 "kv", "cache_state", "out", "ran", "step_times", "span", "raw", "sampled", "trace")  # fmt: skip
 
     def __init__(self, engine, req: InfillRequest, plan: SpanPlan, ctx: Context, drafts: Drafts, t0: float) -> None:
         self.engine, self.req, self.plan, self.ctx, self.drafts = engine, req, plan, ctx, drafts
@@ -50,6 +50,7 @@ class Decoding:
         self.should_stop = None if deadline is None else (lambda: time.perf_counter() >= deadline)
         self.sampled: DecodeSettings | None = None
         self.step_times: list[float] = []
+        self.trace: list[SpanTrace] = []  # the decode's, for the answer's confidence
 
     def run(self, clock: Clock) -> None:
         """Encode the context and refine the span (the caller holds the model's lock)."""
@@ -64,7 +65,7 @@ class Decoding:
             b.model, self.kv, plan.canvas, e.ids, plan.decode, self.should_stop, req.should_cancel,
             plan.first_allowed, self.step_times, self.drafts.ids, s.draft_threshold, self.kept,
             first_probs=self.first, on_step=self.report, draft_veto=s.draft_veto, draft_conditioned=s.draft_batch,
-            draft_chosen=self.chosen,
+            draft_chosen=self.chosen, trace=self.trace,
         )  # fmt: skip
         clock.mark("refined")
         if self.first is not None:

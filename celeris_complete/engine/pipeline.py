@@ -26,6 +26,7 @@ the engine runs, and a remote one completes the whole request itself (``checking
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -38,6 +39,7 @@ from celeris_complete.drafts.table import PreviousCompletions
 from celeris_complete.engine.answer import answer
 from celeris_complete.engine.checking import check_answer, complete_whole
 from celeris_complete.engine.clock import Clock
+from celeris_complete.engine.confidence import Calibrator
 from celeris_complete.engine.decode import Decoding
 from celeris_complete.engine.drafting import gather_drafts
 from celeris_complete.engine.plan import first_slot, plan_span
@@ -57,8 +59,13 @@ class Engine:
         graphs (about a second of work) when they are ready; for a server that should be ready soon."""
         self.impl = b = open_backend(settings, trace_in_background)
         self.supports: Supports = b.supports
-        self.recommended = b.recommended
         self.path = b.path
+        # How likely an answer is right (the model directory's confidence.json; none for a backend that
+        # completes whole): its recommended threshold is a setting the model recommends, as its decoding.
+        self.calibrator = Calibrator.load(Path(b.path)) if b.path and b.supports.steps else None
+        self.recommended = dict(b.recommended)
+        if self.calibrator is not None:
+            self.recommended["min_confidence"] = self.calibrator.min_confidence
         self.use_settings(settings)
         self.device = b.device
         self.meta = b.meta

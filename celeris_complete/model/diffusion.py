@@ -47,6 +47,23 @@ class SpecialIds:
     opens: torch.Tensor | None = field(default=None, compare=False)
 
 
+@dataclass
+class SpanTrace:
+    """What the refinement saw of the first canvas, for the answer's confidence (``refine``'s ``trace``).
+
+    ``prob``: per slot, the probability the model gave the token the slot holds, in the step that
+    committed it (a drafted slot: the all-masked canvas's); ``step``: that step (-1: never committed);
+    ``flips``: per step after the first, how many slots still masked before it changed their likeliest
+    token since the step before; ``forced``: the deadline made a step the last one; ``draft_score``:
+    the mean log-probability of the draft tokens kept (None: no draft judged)."""
+
+    prob: list[float]
+    step: list[int]
+    flips: list[int]
+    forced: bool = False
+    draft_score: float | None = None
+
+
 class Cancelled(Exception):
     """A newer request superseded this one; raised between refinement steps."""
 
@@ -105,6 +122,7 @@ def diffuse(
     draft_veto: float = 1.01,
     draft_conditioned: bool = False,
     draft_chosen: list[int] | None = None,
+    trace: list[SpanTrace] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Fill a canvas for each context in the batch; returns (canvas ids (B, C), steps run).
 
@@ -116,7 +134,7 @@ def diffuse(
     steps = refine(
         batch, device, canvas, ids, settings, should_stop, should_cancel, first_allowed, step_times, draft,
         draft_threshold, draft_kept, first_probs, on_step, draft_veto,
-        draft_conditioned and getattr(model, "batched", True), draft_chosen,
+        draft_conditioned and getattr(model, "batched", True), draft_chosen, trace,
     )  # fmt: skip
     try:
         x = next(steps)
@@ -145,6 +163,7 @@ def refine(
     draft_veto: float = 1.01,
     draft_conditioned: bool = False,
     draft_chosen: list[int] | None = None,
+    trace: list[SpanTrace] | None = None,
 ) -> Generator[torch.Tensor, torch.Tensor, tuple[torch.Tensor, int]]:
     """The refinement steps of ``batch`` canvases as a generator: it yields the canvas ids (B, C) whose
     slot logits (B, C, vocabulary) it needs next and is sent them; it returns (canvas ids, steps run).
@@ -175,6 +194,8 @@ def refine(
 
     ``on_step(step, canvas)``, when given, sees the canvas ids (B, C) after every step (masked slots
     still hold ``ids.mask``): for clients that show the text sharpening step by step.
+
+    ``trace`` receives a ``SpanTrace`` of the first canvas (a few small tensor operations a step).
     """
     x = torch.full((batch, canvas), ids.mask, dtype=torch.long, device=device)
     slot_index = torch.arange(canvas, device=device)
@@ -191,6 +212,13 @@ def refine(
         drafts = [d for d in drafts if d.numel()] or None
         rule = DraftRule(draft_threshold, draft_veto)
     chosen = 0
+    tracing = trace is not None
+    if tracing:
+        t_prob = torch.zeros(canvas, device=device)
+        t_step = torch.full((canvas,), -1, dtype=torch.long, device=device)
+        flips: list[torch.Tensor] = []
+        last_pred = None
+        forced, draft_score = False, None
     for step in range(steps):
         if should_cancel is not None and should_cancel():
             raise Cancelled
@@ -225,9 +253,16 @@ def refine(
         else:
             conf, pred = probs.max(dim=-1)
         drafted = False
+        if tracing:
+            before = x[0].clone()
+            if last_pred is not None:
+                flips.append(((pred[0] != last_pred) & (before == ids.mask)).sum())
+            last_pred = pred[0]
         if drafts is not None:
             verdict = choose(per_draft, drafts, rule)
             chosen, kept = verdict.index, verdict.run
+            if tracing:
+                draft_score = verdict.score
             if kept:
                 x[0, :kept] = drafts[chosen][:kept]
                 drafted = True
@@ -235,6 +270,8 @@ def refine(
         masked = x == ids.mask
         remaining = steps - step
         last = remaining == 1 or (should_stop is not None and should_stop())
+        if tracing and last and remaining > 1:
+            forced = True
         if last:
             commit = masked
         elif drafted:  # this step's prediction did not see the kept draft: the next steps fill the rest
@@ -252,6 +289,11 @@ def refine(
         is_eos = x == ids.eos
         first = torch.where(is_eos, slot_index, canvas).min(dim=1, keepdim=True).values
         x = torch.where(slot_index > first, torch.full_like(x, ids.eos), x)
+        if tracing:
+            row = x[0]
+            new = (row != before) & (row != ids.mask)
+            t_prob = torch.where(new, probs[0].gather(-1, row.unsqueeze(-1)).squeeze(-1), t_prob)
+            t_step = torch.where(new, step, torch.where(row == ids.mask, -1, t_step))  # reopened: again
         if step_times is not None:
             step_times.append(time.perf_counter() - started)
         if on_step is not None:
@@ -262,6 +304,10 @@ def refine(
         draft_kept.append(kept)
     if draft_chosen is not None:
         draft_chosen.append(chosen)
+    if tracing:
+        trace.append(
+            SpanTrace(t_prob.tolist(), t_step.tolist(), [int(f) for f in flips], forced, draft_score)
+        )  # fmt: skip
     return x, ran
 
 

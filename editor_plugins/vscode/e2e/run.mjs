@@ -30,7 +30,7 @@ writeFileSync(join(dataDir, "User", "settings.json"), JSON.stringify({
   "celeris.serverCommand": ["/bin/sh", "-c", `env > ${join(outDir, "env.txt")}; exec ${python} -m celeris_complete.cli lsp --log-file ${join(outDir, "server.log")} 2>${join(outDir, "stderr.txt")}`],
   "celeris.model": model,
   // A high end-of-span penalty keeps suggestions non-empty: this test checks mechanics.
-  "celeris.serverSettings": { "eos_penalty": 8.0, "mode": "line", "max_chars_after_cursor": 10 },
+  "celeris.serverSettings": { "eos_penalty": 8.0, "mode": "line", "max_chars_after_cursor": 10, "min_confidence": 0 },
 }));
 
 const install = spawnSync(codeServer, ["--user-data-dir", dataDir, "--extensions-dir", extDir, "--install-extension", vsix],

@@ -1,0 +1,89 @@
+"""An answer's confidence features (engine/confidence.py) and the calibration fitted on them
+(bench/calibration.py)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from celeris_complete.bench import calibration as cal
+from celeris_complete.config import load_settings
+from celeris_complete.engine import Engine, InfillRequest
+from celeris_complete.engine.confidence import DRAFT_SOURCES, features
+from celeris_complete.model.diffusion import SpanTrace
+
+
+def test_features_read_the_trace_the_draft_the_verdict_and_the_cursor():
+    trace = SpanTrace([0.5, 0.25, 0.9, 1.0], [0, 1, 1, 1], [2], False, -0.7)
+    offered = {"source": "workspace", "votes": 3, "tokens": 4, "kept": 2, "candidates": 1}
+    f = features(trace, 2, 2, offered, "ok", "line", "def f(x):\n    return x.", "\n", "up()", "up()\n", "")
+    assert f["log_p_min"] == pytest.approx(math.log(0.25)) and f["log_p_first"] == pytest.approx(math.log(0.5))
+    assert f["log_p_mean"] == pytest.approx((math.log(0.5) + math.log(0.25)) / 2)
+    assert f["log_p_end"] == pytest.approx(math.log(0.9))  # the slot after the span: its end
+    assert f["share_first_step"] == pytest.approx(1 / 3) and f["flips"] == pytest.approx(0.5)
+    assert f["draft_score"] == pytest.approx(-0.7) and f["draft_kept_share"] == 0.5 and f["draft_whole"] == 0.0
+    assert [s for s in DRAFT_SOURCES if f[f"draft_{s}"]] == ["workspace"] and f["draft_votes"] == math.log1p(3)
+    assert f["syntax_ok"] == 1.0 and f["syntax_unchecked"] == 0.0
+    assert f["line_mode"] == 1.0 and f["typed_on_line"] == math.log1p(len("return x."))
+    assert f["rest_of_line"] == 0.0 and f["blank_line"] == 0.0 and f["after_indentation"] == 0.0
+    assert f["cut"] == 0.0 and f["answer_lines"] == 1.0
+    assert f["unknown_names"] == math.log1p(1) and f["known_share"] == 0.0  # "up" is used nowhere around
+    g = features(None, 0, 1, None, "ok", "line", "y = x.up()\nz = x", "\n", ".up()", ".up()", "")
+    assert g["unknown_names"] == 0.0 and g["known_share"] == 1.0 and g["line_elsewhere"] == 0.0
+    h = features(None, 0, 1, None, "ok", "line", "z = x.up()\nz = x", "\n", ".up()", ".up()", "")
+    assert h["line_elsewhere"] == 1.0  # "z = x.up()" is a line above
+    assert features(None, 0, 1, None, "ok", "line", "y = x.upper()\nz = x", "\n", ".up()", "", "")["known_share"] == 0.0
+    none = features(None, 0, 1, None, "", "block", "\n    ", "", "", "", "")
+    assert "log_p_min" not in none and none["after_indentation"] == 1.0 and none["syntax_unchecked"] == 1.0
+
+
+def test_every_answer_of_the_engine_carries_its_features(tiny_model_dir, tmp_path):
+    engine = Engine(load_settings({"model": str(tiny_model_dir)}, environ={}, user_file=tmp_path / "none"))
+    done = engine.complete(InfillRequest("def add(a, b):\n    return ", "\n", language="python"))
+    assert done.features is not None and done.features["steps_run"] == done.steps
+    assert -math.log(1e6) <= done.features["log_p_min"] <= 0.0
+
+
+def test_the_fit_is_calibrated_where_the_truth_is_a_logistic_of_the_features():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4000, 3))
+    p_true = 1 / (1 + np.exp(-(1.5 * x[:, 0] - x[:, 1] + 0.2)))
+    y = (rng.random(4000) < p_true).astype(float)
+    model = cal.fit_logistic(x[:2000], y[:2000])
+    p = cal.predict(model, x[2000:])
+    assert cal.ece(p, y[2000:]) < 0.04 and np.corrcoef(p, p_true[2000:])[0, 1] > 0.98
+    assert cal.ece(np.full(2000, 0.9), y[2000:]) > 0.3  # a constant guess is not calibrated
+
+
+def test_a_threshold_keeps_the_right_share_and_reports_what_it_hides():
+    p = np.array([0.9, 0.8, 0.7, 0.6, 0.3, 0.2])
+    y = np.array([1, 1, 0, 1, 0, 0])
+    t = cal.choose_threshold(p, y, keep=0.66)
+    got = cal.at_threshold(p, y, t)
+    assert t == 0.8 and got["right_kept"] == pytest.approx(2 / 3, abs=1e-3) and got["wrong_shown"] == 0
+    assert cal.at_threshold(p, y, 0.0)["coverage"] == 1.0
+
+
+def test_the_shipped_calibration_gives_every_answer_a_probability(shipped_model_dir):
+    engine = Engine(load_settings({"model": str(shipped_model_dir), "threads": 1}, environ={}))
+    assert engine.calibrator is not None and engine.settings.min_confidence == engine.calibrator.min_confidence
+    done = engine.complete(InfillRequest("import os\n\n\ndef list_dir(path):\n    return os.", "\n", mode="line"))
+    assert done.text.strip() and 0.0 < done.confidence < 1.0
+    assert engine.calibrator.predict(done.features) == done.confidence
+    mine = Engine(load_settings({"model": str(shipped_model_dir), "min_confidence": 0.5}, environ={}))
+    assert mine.settings.min_confidence == 0.5  # a threshold the user sets wins over the model's
+
+
+def test_a_broken_calibration_file_is_a_clear_error(shipped_model_dir, tmp_path):
+    import shutil
+
+    from celeris_complete.engine.confidence import Calibrator
+    from celeris_complete.errors import CelerisError
+
+    broken = tmp_path / "model"
+    shutil.copytree(shipped_model_dir, broken)
+    (broken / "confidence.json").write_text('{"format": "celeris-confidence-v1", "features": ["x"]}')
+    with pytest.raises(CelerisError, match="confidence.json"):
+        Calibrator.load(broken)
+    (broken / "confidence.json").unlink()
+    assert Calibrator.load(broken) is None

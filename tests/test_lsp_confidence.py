@@ -1,0 +1,39 @@
+"""Quiet when unsure: the language server holds back an automatic answer whose calibrated confidence is
+below min_confidence (the model's recommended threshold unless the user sets one), shows it when asked,
+and says in its timings what it held back and how sure it was."""
+
+from tests.lsp_session import Session, run
+
+URI = "file:///tmp/celeris-confidence-test.py"
+TEXT = "import os\n\n\ndef list_dir(path):\n    return os.\n"
+
+
+def test_unsure_automatic_answers_are_held_back_and_invoked_ones_shown(shipped_model_dir):
+    async def scenario():
+        base = {"mode": "line", "budget_ms": 60000}
+        s = Session(shipped_model_dir, init_options={**base, "min_confidence": 0.999})  # nothing is that sure
+        await s.start()
+        status = await s.status()
+        assert status.calibrated and status.min_confidence_in_force == 0.999
+        s.open(URI, TEXT)
+        automatic = await s.inline(URI, 4, 14)
+        note = s.timings[-1]
+        assert not automatic.items and note.shown is False and note.hidden
+        assert 0.0 <= note.confidence < 0.999 and note.features.steps_run >= 1
+        invoked = await s.inline(URI, 4, 14, invoked=True)
+        assert invoked.items and invoked.items[0].insert_text.endswith(note.hidden)  # the user asked: shown
+        await s.stop()
+        s = Session(shipped_model_dir, init_options={**base, "min_confidence": 0.0})  # everything shown
+        await s.start()
+        s.open(URI, TEXT)
+        shown = await s.inline(URI, 4, 14)
+        assert shown.items and s.timings[-1].shown is True and s.timings[-1].hidden is None
+        assert s.timings[-1].confidence == note.confidence  # the same answer, the same confidence
+        await s.stop()
+        s = Session(shipped_model_dir, init_options=base)  # the model's recommendation
+        await s.start()
+        status = await s.status()
+        assert 0.0 < status.min_confidence_in_force < 0.999 and status.settings.min_confidence == 0.0
+        await s.stop()
+
+    run(scenario())
