@@ -87,3 +87,16 @@ def test_a_broken_calibration_file_is_a_clear_error(shipped_model_dir, tmp_path)
         Calibrator.load(broken)
     (broken / "confidence.json").unlink()
     assert Calibrator.load(broken) is None
+
+
+def test_bench_quality_counts_what_the_threshold_shows_and_holds_back():
+    from celeris_complete.bench.quality import TaskResult, quiet_figures
+
+    def task(exact, passed, confidence, empty=False):
+        return TaskResult("t", passed, exact, 1.0, 1.0, empty, "", "" if empty else "x", confidence)
+
+    rows = [task(True, True, 0.9), task(True, True, 0.1), task(False, True, 0.05), task(False, False, 0.5),
+            task(False, False, 0.01), task(False, False, 0.01, empty=True), task(True, True, None)]  # fmt: skip
+    got = quiet_figures(rows, 0.2)
+    assert got["exact"] == {"right_shown": 2, "wrong_shown": 1, "right_held": 1, "wrong_held": 2}
+    assert got["passed"] == {"right_shown": 2, "wrong_shown": 1, "right_held": 2, "wrong_held": 1}

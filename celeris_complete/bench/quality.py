@@ -97,6 +97,25 @@ class TaskResult:
     empty: bool
     reason: str
     completion: str
+    confidence: float | None = None  # the engine's calibrated probability that the answer is right
+
+
+def quiet_figures(results: list[TaskResult], threshold: float) -> dict:
+    """What the language server's rule (an automatic answer below ``threshold`` is held back) would
+    show: right answers (exact, and passing) and wrong ones, shown and held back."""
+    def held(r: TaskResult) -> bool:
+        return r.confidence is not None and r.confidence < threshold
+
+    answered = [r for r in results if not r.empty]
+    out: dict = {"min_confidence": threshold}
+    for label, right in (("exact", lambda r: r.exact), ("passed", lambda r: r.passed)):
+        out[label] = {
+            "right_shown": sum(right(r) and not held(r) for r in answered),
+            "wrong_shown": sum(not right(r) and not held(r) for r in answered),
+            "right_held": sum(right(r) and held(r) for r in answered),
+            "wrong_held": sum(not right(r) and held(r) for r in answered),
+        }
+    return out
 
 
 def candidate(task: dict, completion: str, which: str) -> str:
@@ -119,15 +138,15 @@ def evaluate(
             # task's suffix starts on the line after). The answer is that line: ``candidate`` ends it.
             suffix = "\n" + task["suffix"]
             done = engine.complete(InfillRequest(task["prompt"], suffix, mode=mode, steps=steps, language="python"))
-            text, latency, error = done.text, done.timings_ms["total"], ""
+            text, latency, error, confidence = done.text, done.timings_ms["total"], "", done.confidence
         except Exception as exc:  # a failure to generate counts as a failure
-            text, latency, error = "", 0.0, f"generation failed: {exc}"
-        generated.append((task, candidate(task, text, which), latency, error))
+            text, latency, error, confidence = "", 0.0, f"generation failed: {exc}", None
+        generated.append((task, candidate(task, text, which), latency, error, confidence))
         if progress and (i + 1) % 50 == 0:
             progress(f"generated {i + 1}/{len(tasks)}")
 
     def score(item) -> TaskResult:
-        task, text, latency, error = item
+        task, text, latency, error, confidence = item
         truth = task["canonical_solution"]
         program = f"{task['prompt']}{text}{task['suffix']}\n{task['test']}\ncheck({task['entry_point']})\n"
         passed, reason = (False, error) if error else run_program(program)
@@ -140,6 +159,7 @@ def evaluate(
             not text.strip(),
             reason,
             text,
+            confidence,
         )
 
     t0 = time.perf_counter()
@@ -158,5 +178,7 @@ def evaluate(
         "passed_empty": sum(r.passed and r.empty for r in results),
         "latency_ms_p50": round(latencies[len(latencies) // 2], 2) if latencies else None,
         "execution_seconds": round(time.perf_counter() - t0, 1),
+        # Staying quiet at the engine's min_confidence (the language server's rule for automatic requests).
+        "quiet": quiet_figures(results, engine.settings.min_confidence),
         "results": [r.__dict__ for r in results],
     }
