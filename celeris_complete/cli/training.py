@@ -149,7 +149,7 @@ def adapt(
         Optional[float],
         typer.Option(help="Memory budget in MB (default: the setting adapt_memory_mb, 2048)."),
     ] = None,
-    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate (default 5e-4).")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak learning rate (default 1e-4).")] = None,
     steps: Annotated[
         Optional[int], typer.Option(help="Train this many steps instead of --minutes (the same run under any load).")
     ] = None,
