@@ -100,3 +100,15 @@ def test_bench_quality_counts_what_the_threshold_shows_and_holds_back():
     got = quiet_figures(rows, 0.2)
     assert got["exact"] == {"right_shown": 2, "wrong_shown": 1, "right_held": 1, "wrong_held": 2}
     assert got["passed"] == {"right_shown": 2, "wrong_shown": 1, "right_held": 2, "wrong_held": 1}
+
+
+def test_blank_line_sites_remove_whole_lines_and_put_the_cursor_at_the_start():
+    from celeris_complete.bench.heldout import blank_sites
+    from celeris_complete.bench.repo import cut_text
+
+    text = "import os\n\n# a comment here\ndef f(x):\n    return os.path.join(x)\n"
+    sites = blank_sites("m.py", text, 5, "s")
+    assert [(s.line, s.col, s.kind) for s in sites] == [(0, 0, "blank"), (3, 0, "blank"), (4, 0, "blank")]
+    assert sites[2].expected == "    return os.path.join(x)"  # the indentation is the answer's too
+    assert cut_text(text, sites[2]).split("\n")[4] == ""
+    assert blank_sites("m.py", text, 2, "s") == blank_sites("m.py", text, 2, "s")  # seeded

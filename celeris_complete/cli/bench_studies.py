@@ -226,6 +226,9 @@ def bench_shapes(
 def bench_calibrate(
     model: Annotated[Optional[str], typer.Option(help="The model directory (default: the shipped one).")] = None,
     sites_per_file: Annotated[int, typer.Option(help="Sites in each held-out file.")] = 10,
+    blank_per_file: Annotated[
+        int, typer.Option(help="Also this many whole lines removed per file, the cursor on the empty line.")
+    ] = 0,
     sites: Annotated[
         Optional[Path], typer.Option(help="Fit on these collected sites (a --sites-output file) instead of collecting.")
     ] = None,
@@ -245,8 +248,8 @@ def bench_calibrate(
     from celeris_complete.engine.confidence import FILE
     from celeris_complete.model.directory import default_model_dir
 
-    if sites_per_file < 1:
-        fail("--sites-per-file must be at least 1")
+    if sites_per_file < 1 or blank_per_file < 0:
+        fail("--sites-per-file must be at least 1, --blank-per-file at least 0")
     model_dir = Path(model).expanduser() if model else default_model_dir()
     if not (model_dir / "corpus_manifest.json").is_file():
         fail(f"{model_dir}: no corpus_manifest.json (the held-out files are the model's own)")
@@ -255,7 +258,8 @@ def bench_calibrate(
             rows = json.loads(sites.read_text(encoding="utf-8"))["sites"]
         else:
             engine = _engine(str(model_dir), None, threads=1)  # one thread: a busy machine stalls two
-            rows = heldout.collect(engine, model_dir, sites_per_file, progress=lambda m: typer.echo(m, err=True))
+            say = lambda m: typer.echo(m, err=True)  # noqa: E731
+            rows = heldout.collect(engine, model_dir, sites_per_file, blank_per_file, progress=say)
             if sites_output:
                 sites_output.write_text(json.dumps({"sites": rows}) + "\n", encoding="utf-8")
         spec, report = calibration.fit_confidence(rows)
