@@ -101,8 +101,6 @@ def extract(reply: str, prefix: str, suffix: str, mode: str) -> str:
     line = prefix[prefix.rfind("\n") + 1 :]
     if line.strip() and text.startswith(line):  # the model wrote the cursor's line again
         text = text[len(line) :]
-    elif prefix and text.startswith(prefix[-200:]) and len(prefix) >= 200:
-        text = text[200:]
     following = next((s for s in suffix.split("\n")[1:] if s.strip()), None)
     if following is not None:
         lines = text.split("\n")

@@ -17,19 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from celeris_complete.bench.repo import Site, choose_sites
+from celeris_complete.bench.repo import choose_sites, site_context
 from celeris_complete.bench.selftest import percentile
 from celeris_complete.drafts.search import find_drafts
 from celeris_complete.drafts.table import LineTable
 
 TOP_K = (1, 2, 3, 5)
-
-
-def site_context(text: str, site: Site) -> tuple[str, str]:
-    """(prefix, suffix) at the site, the rest of its line removed as bench repo removes it."""
-    lines = text.split("\n")
-    prefix = "\n".join(lines[: site.line] + [lines[site.line][: site.col]])
-    return prefix, "\n" + "\n".join(lines[site.line + 1 :])
 
 
 def right_drafts(files: Mapping[str, str], sites: int, seed: int | str, max_files: int = 4) -> Counter:

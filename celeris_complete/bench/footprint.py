@@ -21,28 +21,27 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from celeris_complete.bench.lsp import inline_completion, start_server, stop_server
+from celeris_complete.bench.lsp import inline_completion, rss_mb, start_server, stop_server
 from celeris_complete.bench.selftest import SOURCES, sample_cursors
 from celeris_complete.drafts.snippets import SnippetIndex
 from celeris_complete.engine import Engine, InfillRequest
 from celeris_complete.system.memory import release_freed_memory
 
 
-def rss_mb(pid: int | str = "self") -> float:
-    """Resident set size of a process in MB (1e6 bytes)."""
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+def _own_rss_mb() -> float:
+    return rss_mb(os.getpid()) or 0.0
 
 
 def engine_memory(engine: Engine, places: int = 400, every: int = 50) -> dict:
     """Resident memory after loading, then every ``every`` places (three keystrokes at each)."""
-    rows = [{"places": 0, "completions": 0, "rss_mb": round(rss_mb(), 1), "seconds": 0.0}]
+    rows = [{"places": 0, "completions": 0, "rss_mb": round(_own_rss_mb(), 1), "seconds": 0.0}]
     started = time.perf_counter()
     for i, (text, at, mode) in enumerate(sample_cursors(places, seed=5), 1):
         for k in range(3):
             engine.complete(InfillRequest(text[: at + k], text[at:], mode=mode))
         if i % every == 0 or i == places:
             seconds = round(time.perf_counter() - started, 1)
-            rows.append({"places": i, "completions": 3 * i, "rss_mb": round(rss_mb(), 1), "seconds": seconds})
+            rows.append({"places": i, "completions": 3 * i, "rss_mb": round(_own_rss_mb(), 1), "seconds": seconds})
     growth = rows[-1]["rss_mb"] - rows[1]["rss_mb"]  # after the first places: what a long session adds
     return {"quant": engine.quant, "rows": rows, "growth_mb": round(growth, 1)}
 
@@ -57,7 +56,7 @@ def index_memory(folder: Path, files: int = 1500, cycles: int = 3) -> dict:
     index = SnippetIndex()
     for path in sorted(SOURCES.rglob("*.py")):
         index.set_file(str(path), path.read_text(encoding="utf-8"))
-    out = {"start_files": index.file_count, "start_rss_mb": round(rss_mb(), 1), "cycles": []}
+    out = {"start_files": index.file_count, "start_rss_mb": round(_own_rss_mb(), 1), "cycles": []}
     paths = sorted(Path(folder).rglob("*.py"))[:files]
     for _ in range(cycles):
         texts = [(str(p), p.read_text(encoding="utf-8", errors="replace")) for p in paths]
@@ -65,7 +64,7 @@ def index_memory(folder: Path, files: int = 1500, cycles: int = 3) -> dict:
         for source, text in texts:
             index.set_file(source, text)
         row = {"files": index.file_count, "index_s": round(time.perf_counter() - t0, 2)}
-        row["indexed_rss_mb"] = round(rss_mb(), 1)
+        row["indexed_rss_mb"] = round(_own_rss_mb(), 1)
         queries = [(s, "\n".join(x.splitlines()[20:44])) for s, x in texts[::25]]
         t0 = time.perf_counter()
         for source, query in queries:
@@ -75,9 +74,9 @@ def index_memory(folder: Path, files: int = 1500, cycles: int = 3) -> dict:
             index.remove(source)
         del texts
         row["files_after_removal"] = index.file_count
-        row["removed_rss_mb"] = round(rss_mb(), 1)
+        row["removed_rss_mb"] = round(_own_rss_mb(), 1)
         release_freed_memory()
-        row["given_back_rss_mb"] = round(rss_mb(), 1)
+        row["given_back_rss_mb"] = round(_own_rss_mb(), 1)
         out["cycles"].append(row)
     return out
 

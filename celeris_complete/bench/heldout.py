@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from celeris_complete.bench.repo import MIN_REST, PACKAGES, Site, choose_sites, cut_text, python_files, score
+from celeris_complete.bench.repo import MIN_REST, PACKAGES, Site, choose_sites, python_files, score, site_context
 from celeris_complete.drafts.snippets import SnippetIndex
 from celeris_complete.engine import Engine, InfillRequest
 from celeris_complete.errors import CelerisError
@@ -108,9 +108,7 @@ def collect(
             fold = fold_of(name, path)
             chosen = choose_sites({path: files[path]}, sites_per_file, 1, "heldout:0", max_share=1.0)
             for site in chosen + blank_sites(path, files[path], blank_per_file, "heldout:0"):
-                text = cut_text(files[path], site)
-                cut = sum(len(line) + 1 for line in text.split("\n")[: site.line]) + site.col
-                prefix, suffix = text[:cut], text[cut:]
+                prefix, suffix = site_context(files[path], site)
                 snippets = [s.text for s in index.query(_snippet_query(prefix), exclude=path)]
                 done = engine.complete(
                     InfillRequest(

@@ -185,6 +185,13 @@ def cut_text(text: str, site: Site) -> str:
     return "\n".join(lines)
 
 
+def site_context(text: str, site: Site) -> tuple[str, str]:
+    """(prefix, suffix) around the cursor in ``cut_text``: what a completion at the site is asked with."""
+    lines = text.split("\n")
+    prefix = "\n".join(lines[: site.line] + [lines[site.line][: site.col]])
+    return prefix, "\n" + "\n".join(lines[site.line + 1 :])
+
+
 # ---- scoring --------------------------------------------------------------------------------
 def levenshtein(a: str, b: str) -> int:
     if len(a) < len(b):

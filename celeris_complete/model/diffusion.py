@@ -305,9 +305,8 @@ def refine(
     if draft_chosen is not None:
         draft_chosen.append(chosen)
     if tracing:
-        trace.append(
-            SpanTrace(t_prob.tolist(), t_step.tolist(), [int(f) for f in flips], forced, draft_score)
-        )  # fmt: skip
+        moved = torch.stack(flips).tolist() if flips else []  # one transfer from the device, not one per step
+        trace.append(SpanTrace(t_prob.tolist(), t_step.tolist(), moved, forced, draft_score))
     return x, ran
 
 
