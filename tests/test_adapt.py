@@ -1,12 +1,14 @@
 """`celeris-complete adapt`: a copy of a model trained on one repository's own files."""
 
 import json
+import shutil
 
 import pytest
 
 from celeris_complete.config import load_settings
 from celeris_complete.errors import CelerisError
 from celeris_complete.model.directory import load_model_dir
+from celeris_complete.training import adapt as adapt_mod
 from celeris_complete.training.adapt import adapt, adapt_dir
 from tests.conftest import STDLIB, TINY
 
@@ -90,3 +92,37 @@ def test_a_step_budget_trains_that_many_steps_whatever_the_minutes(tiny_model_di
     out = adapt(repo, settings, minutes=60, steps=3, check_batches=0, context_len=64, **TRAIN)
     training = json.loads((out / "config.json").read_text())["training"]
     assert training["steps"] == 3
+
+
+def test_replay_adds_files_the_base_model_saw_to_the_training_side_only(tiny_model_dir, tmp_path, monkeypatch):
+    """`adapt --replay S`: standard-library files from the base model's training split join the training
+    text as about S of it; the held-out files (the check's) stay the repository's own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = make_repo(tmp_path / "repo")
+    seen = tmp_path / "stdlib"
+    seen.mkdir()
+    names = ("textwrap.py", "calendar.py", "colorsys.py", "keyword.py", "operator.py", "queue.py", "sched.py")
+    for name in names:  # textwrap.py is also in the repository: never replayed
+        shutil.copyfile(STDLIB / name, seen / name)
+    monkeypatch.setattr(adapt_mod, "corpus_default_roots", lambda: [seen])
+    settings = load_settings(
+        {"model": str(tiny_model_dir), "adapt_memory_mb": 16384}, environ={}, user_file=tmp_path / "n"
+    )
+    out = adapt(repo, settings, minutes=60, steps=1, check_batches=0, context_len=64, replay=0.5, **TRAIN)
+    files = json.loads((out / "corpus_manifest.json").read_text())["files"]
+    replayed = [f for f in files if f["path"].startswith("stdlib/")]
+    own = [f for f in files if not f["path"].startswith("stdlib/")]
+    assert replayed and all(f["split"] == "train" for f in replayed)
+    assert "stdlib/textwrap.py" not in {f["path"] for f in replayed}
+    own_train = sum(f["bytes"] for f in own if f["split"] == "train")
+    assert sum(f["bytes"] for f in replayed) >= own_train  # half of the training text, or all there is
+    assert any(f["split"] == "validation" for f in own)
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert training["args"]["replay_share"] == 0.5 and training["replay_roots"] == [str(seen)]
+    tokens = {"replay": (out / ".work" / "train.bin").stat().st_size}
+    # Without replay, the same repository trains on its own files only: about half the tokens.
+    out = adapt(repo, settings, minutes=60, steps=1, check_batches=0, context_len=64, fresh=True, **TRAIN)
+    files = json.loads((out / "corpus_manifest.json").read_text())["files"]
+    assert not [f for f in files if f["path"].startswith("stdlib/")]
+    tokens["own"] = (out / ".work" / "train.bin").stat().st_size
+    assert tokens["replay"] > 1.8 * tokens["own"], tokens

@@ -66,7 +66,7 @@ def test_short_run_adapts_on_the_workspace_and_compares_both_models_on_held_out_
         (root / name).write_text(text, encoding="utf-8")
     result = run(
         [("things", "0")], minutes=0.05, model=str(tiny_model_dir), sites=6, drafts_off=False,
-        fetch=lambda name, version: root, lr=2e-3,
+        fetch=lambda name, version: root, recipe={"lr": 2e-3},
     )  # fmt: skip
     p = result["packages"]["things"]
     assert sorted(p["adapt_files"] + p["held_out_files"]) == sorted(python_files(root))

@@ -52,7 +52,7 @@ from celeris_complete.bench.repo import (
 from celeris_complete.bench.repo import cache_dir as bench_repo_cache
 from celeris_complete.errors import CelerisError
 from celeris_complete.model.directory import default_model_dir
-from celeris_complete.training.adapt import CHECK_FILE, LR, adapt_dir
+from celeris_complete.training.adapt import CHECK_FILE, LR, REPLAY, adapt_dir
 
 HELD_OUT_SHARE = 0.2
 MIN_FILES = 5  # fewer files than this: cut into parts first
@@ -122,13 +122,14 @@ def stage_dir(name: str, version: str, seed: int) -> Path:
 
 
 def run_adapt(
-    workspace: Path, base: Path, minutes: float, log_file: Path, lr: float | None = None, steps: int | None = None
+    workspace: Path, base: Path, minutes: float, log_file: Path, recipe: Mapping[str, float | None] | None = None
 ) -> dict:
-    """``celeris-complete adapt --fresh`` on ``workspace`` in a child process; its model and figures."""
+    """``celeris-complete adapt --fresh`` on ``workspace`` in a child process; its model and figures.
+    ``recipe``: adapt's options (``lr``, ``steps``, ``replay``), None for adapt's default."""
     command = [sys.executable, "-m", "celeris_complete.cli", "adapt", str(workspace), "--fresh"]
     command += ["--minutes", str(minutes), "--model", str(base)]
-    command += ["--lr", str(lr)] if lr is not None else []
-    command += ["--steps", str(steps)] if steps is not None else []
+    for key, value in (recipe or {}).items():
+        command += [f"--{key}", str(value)] if value is not None else []
     started = time.perf_counter()
     with open(log_file, "wb") as out:
         code = subprocess.call(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
@@ -235,8 +236,7 @@ def run_package(
     drafts: Sequence[bool],
     keep_adapted: bool = False,
     say: Callable[[str], None] = lambda m: None,
-    lr: float | None = None,
-    steps: int | None = None,
+    recipe: Mapping[str, float | None] | None = None,
 ) -> dict:
     files = python_files(root)
     cut = len(files) < MIN_FILES
@@ -254,9 +254,10 @@ def run_package(
         adapted = {**adapted_figures(model), "seconds": None, "reused": True}
     else:
         write_files(workspace, files, adapt_names)
+        steps = (recipe or {}).get("steps")
         budget = f"{steps} steps" if steps else f"{minutes} min"
         say(f"{name}: adapting on {len(adapt_names)} files for {budget} ({len(held)} held out)")
-        adapted = run_adapt(workspace, base, minutes, stage / "adapt.log", lr, steps)
+        adapted = run_adapt(workspace, base, minutes, stage / "adapt.log", recipe)
     say(f"{name}: {len(chosen)} sites, base and adapted model")
     t0 = time.perf_counter()
     figures = evaluate_package(files, adapt_names, chosen, {"base": base, "adapted": Path(adapted["model"])},
@@ -289,11 +290,13 @@ def run(
     fetch: Callable[[str, str], Path] = fetch_package,
     progress: Callable[[str], None] | None = None,
     partial: Callable[[dict], None] | None = None,
-    lr: float | None = None,
-    steps: int | None = None,
+    recipe: Mapping[str, float | None] | None = None,
 ) -> dict:
     """Per package and overall: base and adapted model on the held-out files' sites (see the module doc);
-    ``partial`` gets the result so far after each package."""
+    ``partial`` gets the result so far after each package; ``recipe``: adapt's ``lr``, ``steps``, ``replay``
+    (None or absent: adapt's default)."""
+    recipe = dict(recipe or {})
+    steps = recipe.get("steps")
     say = progress or (lambda message: None)
     base = Path(model).expanduser().resolve() if model else default_model_dir()
     if not (base / "config.json").is_file():
@@ -306,7 +309,7 @@ def run(
     for name, version in packages:
         say(f"{name} {version}: fetching")
         result = run_package(name, version, fetch(name, version), minutes, base, sites, max_files, seed, options,
-                             drafts, keep_adapted, say, lr, steps)  # fmt: skip
+                             drafts, keep_adapted, say, recipe)  # fmt: skip
         per_package[name] = result
         on = result["drafts_on"]
         say(
@@ -319,7 +322,8 @@ def run(
             "packages": per_package,
             "minutes": None if steps else minutes,
             "steps": steps,
-            "lr": lr if lr is not None else LR,
+            "lr": recipe.get("lr") if recipe.get("lr") is not None else LR,
+            "replay": recipe.get("replay") if recipe.get("replay") is not None else REPLAY,
             "base_model": str(base),
             "seed": seed,
             "sites_per_package": sites,

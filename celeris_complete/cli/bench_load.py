@@ -141,6 +141,9 @@ def bench_adapt(
     steps: Annotated[
         Optional[int], typer.Option(help="Adapt this many steps instead of --minutes (the same run under any load).")
     ] = None,
+    replay: Annotated[
+        Optional[float], typer.Option(help="Share of replayed standard-library text (default: adapt's).")
+    ] = None,
 ) -> None:
     """The lift of adapting the model to a repository: for each bench repo package, adapt a copy of the
     model on 80% of its files for --minutes (celeris-complete adapt), then complete lines in the other 20%
@@ -155,6 +158,8 @@ def bench_adapt(
         fail(f"unknown package(s) {', '.join(unknown)}: choose from {', '.join(pinned)}")
     if sites < 1 or files < 1 or minutes <= 0 or (lr is not None and not lr > 0) or (steps is not None and steps < 1):
         fail("--sites, --files and --steps must be at least 1, --minutes and --lr above 0")
+    if replay is not None and not 0 <= replay < 1:
+        fail("--replay is a share of the training text, from 0 to below 1")
     options = server_options(dict(budget_ms=budget_ms), setting)
     for key in ("model", "drafts"):
         if key in options:
@@ -167,7 +172,8 @@ def bench_adapt(
     try:
         result = run(
             [(p, pinned[p]) for p in chosen], minutes, model, sites, files, seed, options, drafts_off, keep_adapted,
-            progress=lambda m: typer.echo(m, err=True), partial=save, lr=lr, steps=steps,
+            progress=lambda m: typer.echo(m, err=True), partial=save,
+            recipe={"lr": lr, "steps": steps, "replay": replay},
         )  # fmt: skip
     except (CelerisError, RuntimeError) as exc:
         fail(str(exc))

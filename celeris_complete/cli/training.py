@@ -153,6 +153,10 @@ def adapt(
     steps: Annotated[
         Optional[int], typer.Option(help="Train this many steps instead of --minutes (the same run under any load).")
     ] = None,
+    replay: Annotated[
+        Optional[float],
+        typer.Option(help="Share of the training text replayed from the standard library the model saw (0 to <1)."),
+    ] = None,
 ) -> None:
     """Train a copy of the model on the workspace's own Python files (at low priority; resumable), then
     compare it with the model it started from on held-out workspace files; the result goes under the
@@ -173,7 +177,10 @@ def adapt(
             fail("--lr must be above 0")
         if steps is not None and steps < 1:
             fail("--steps must be at least 1")
+        if replay is not None and not 0 <= replay < 1:
+            fail("--replay is a share of the training text, from 0 to below 1")
         extra = {"lr": lr} if lr is not None else {}
+        extra |= {"replay": replay} if replay is not None else {}
         out = run_adapt(workspace, settings, minutes, fresh=fresh, steps=steps, **extra)
         verdict = json.loads((out / CHECK_FILE).read_text(encoding="utf-8"))
     except CelerisError as exc:

@@ -22,6 +22,7 @@ from celeris_complete.config import Settings
 from celeris_complete.errors import CelerisError
 from celeris_complete.model.directory import default_model_dir, load_model_dir
 from celeris_complete.system.workspace_files import WorkspaceFiles
+from celeris_complete.training.corpus import default_roots as corpus_default_roots
 from celeris_complete.training.packages import cache_dir as corpus_cache
 from celeris_complete.training.train import TrainArgs, train
 
@@ -38,6 +39,9 @@ MEMORY_MB = 2048.0  # beside an editor, unless the setting adapt_memory_mb says 
 # worse, -0.0016 edit similarity with drafts, -0.049 without); 1e-4 for 180 steps: +0.005 / +0.004 with
 # drafts on toolz / sqlparse, and a higher held-out accuracy (0.3675 against 0.3517 on toolz).
 LR = 1e-4
+# The share of an adaptation's training text replayed from the standard library's files the base
+# model trained on (every Python has them): what the model knew stays while it learns the repository.
+REPLAY = 0.0
 
 
 def adapt_dir(workspace: Path) -> Path:
@@ -68,11 +72,13 @@ def adapt(
     lr: float = LR,
     check_batches: int = CHECK_BATCHES,
     steps: int | None = None,
+    replay: float = REPLAY,
     **train_options,
 ) -> Path:
     """Train a copy of the configured model on ``workspace``, then ``check`` it against the base
     model (``check_batches`` 0: no check); returns the adapted model's directory.  The process keeps
-    to ``settings.adapt_memory_mb`` (micro-batches sized for this machine).  ``steps``: train that many
+    to ``settings.adapt_memory_mb`` (micro-batches sized for this machine); ``replay``: the share of the
+    training text from the standard library's training files.  ``steps``: train that many
     steps instead of for ``minutes`` (the same training whatever else the machine is doing)."""
     workspace = Path(workspace).expanduser()
     if not workspace.is_dir():
@@ -105,6 +111,8 @@ def adapt(
         # Accuracy only: decoding the held-out spans took 7 of the 10 minutes of a 20-second run on this
         # machine, and the check after the run is what decides.
         "eval_decode": False,
+        "replay_roots": corpus_default_roots() if replay > 0 else [],
+        "replay_share": replay,
         **train_options,
     }
     (out / CHECK_FILE).unlink(missing_ok=True)  # the verdict on an earlier stretch no longer holds

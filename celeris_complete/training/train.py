@@ -14,6 +14,7 @@ import json
 import math
 import os
 import platform
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -63,6 +64,10 @@ class TrainArgs:
     context_len: int | list[int] | None = None
     init_from: Path | None = None  # start from this model directory's weights and tokenizer
     max_suffix: int = 128
+    # Replay: files the starting model was trained on (its training split under these roots), added to
+    # the training side only, as this share of the training text: an adaptation keeps what it knew.
+    replay_roots: list[Path] = field(default_factory=list)
+    replay_share: float = 0.0
     vocab_size: int = 8192
     validation_every: int = corpus_mod.VALIDATION_EVERY
     seed: int = 1234
@@ -116,8 +121,11 @@ def prepare_data(
     val_files = [f for f in files if f.sha256 in held]
     if not train_files or not val_files:
         raise CelerisError(f"the corpus has {len(files)} files: too few to hold out a validation split")
-    corpus_mod.write_manifest(files, work / MANIFEST, args.validation_every, args.sources, held)
-    progress.show(f"corpus: {len(train_files)} train files, {len(val_files)} validation files", final=True)
+    replay = replay_files(args, {f.sha256 for f in files}, sum(len(f.text) for f in train_files))
+    train_files += replay
+    corpus_mod.write_manifest(files + replay, work / MANIFEST, args.validation_every, args.sources, held)
+    more = f" (+{len(replay)} replayed)" if replay else ""
+    progress.show(f"corpus: {len(train_files)} train files{more}, {len(val_files)} validation files", final=True)
     if tok is None:
         tok = CodeTokenizer.train((f.text for f in train_files), args.vocab_size)
     n_train = pretokenize(train_files, tok, train_bin)
@@ -125,6 +133,29 @@ def prepare_data(
     tok.save(tok_path)  # last: its presence marks the data as complete
     progress.show(f"tokens: {n_train} train, {n_val} validation", final=True)
     return tok, train_bin, val_bin
+
+
+def replay_files(args: TrainArgs, taken: set[str], train_chars: int) -> list[corpus_mod.CorpusFile]:
+    """Files under ``args.replay_roots`` on the training side of the corpus split (the starting model
+    saw them), in a seeded order, until they hold ``replay_share`` of the training text."""
+    share = args.replay_share
+    if not args.replay_roots or share <= 0:
+        return []
+    if share >= 1:
+        raise CelerisError(f"replay_share is a share of the training text, below 1, not {share}")
+    pool = [
+        f
+        for f in corpus_mod.gather(args.replay_roots, args.excludes)
+        if f.sha256 not in taken and not f.in_validation(corpus_mod.VALIDATION_EVERY)
+    ]
+    random.Random(args.seed).shuffle(pool)
+    want, chosen, chars = train_chars * share / (1 - share), [], 0
+    for f in pool:
+        if chars >= want:
+            break
+        chosen.append(f)
+        chars += len(f.text)
+    return chosen
 
 
 def accumulate(
@@ -428,8 +459,9 @@ def _train(
             "args": {
                 k: (str(v) if isinstance(v, Path) else v)
                 for k, v in asdict(args).items()
-                if k not in ("roots", "sources")
+                if k not in ("roots", "sources", "replay_roots")
             },
+            "replay_roots": [str(r) for r in args.replay_roots],
             "roots": [str(r) for r in args.roots],
             "init_from": _lineage(init),
         },
