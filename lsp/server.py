@@ -102,8 +102,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             },
             "adaptation": ls.adaptation.status(),
             "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in ls.settings.values.items()},
-            # The threshold in force: the user's, or the one the model's calibration recommends.
-            "min_confidence_in_force": engine.settings.min_confidence if engine else None,
+            # The threshold in force: the user's, or the ones the model's calibration recommends per place.
+            "min_confidence_in_force": engine.min_confidence_in_force() if engine else None,
             "calibrated": engine is not None and engine.calibrator is not None,
         }
 
@@ -207,7 +207,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 texts.append(text)
         # Quiet when unsure: an automatic answer the model is unlikely to have right is not shown (nor
         # kept for the keystrokes after it); one the user asked for is.
-        quiet = automatic and done.confidence is not None and done.confidence < ls.engine.settings.min_confidence
+        quiet = automatic and done.confidence is not None and done.confidence < done.min_confidence
         if texts and not quiet:
             ls.typing.store(uri, prefix, suffix, texts[0])
         ls.send_timings(
@@ -225,6 +225,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "raw": done.raw,
                 "features": done.features,
                 "confidence": done.confidence,
+                "min_confidence": done.min_confidence,  # the threshold in force at the cursor's place
                 "shown": bool(texts) and not quiet,
                 "hidden": done.text if quiet else None,
             },

@@ -20,7 +20,8 @@ def test_quality_quick_subset_on_the_shipped_model(tmp_path):
     assert summary["settings"]["eos_penalty"] == 1.0  # the model's recommended setting, as used
     quiet = summary["quiet"]  # the language server's rule at the model's recommended min_confidence
     answered = round(8 * (1 - summary["empty_rate"]))
-    assert quiet["min_confidence"] > 0 and sum(quiet["exact"].values()) == sum(quiet["passed"].values()) == answered
+    assert set(quiet["min_confidence"]) == {"blank", "indent", "mid"} and 0 < quiet["min_confidence"]["blank"] < 1
+    assert sum(quiet["exact"].values()) == sum(quiet["passed"].values()) == answered
     assert quiet["exact"]["right_shown"] + quiet["exact"]["right_held"] == round(8 * summary["exact_match"])
     results = json.loads(out.read_text())["results"]
     assert len(results) == 8 and all(r["reason"] for r in results)

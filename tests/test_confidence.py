@@ -1,6 +1,7 @@
 """An answer's confidence features (engine/confidence.py) and the calibration fitted on them
 (bench/calibration.py)."""
 
+import json
 import math
 
 import numpy as np
@@ -9,7 +10,16 @@ import pytest
 from celeris_complete.bench import calibration as cal
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine, InfillRequest
-from celeris_complete.engine.confidence import DRAFT_SOURCES, features
+from celeris_complete.engine.confidence import (
+    CORE,
+    DRAFT_SOURCES,
+    FEATURES,
+    FORMAT,
+    Calibrator,
+    expand,
+    features,
+    place,
+)
 from celeris_complete.model.diffusion import SpanTrace
 
 
@@ -66,12 +76,17 @@ def test_a_threshold_keeps_the_right_share_and_reports_what_it_hides():
 
 def test_the_shipped_calibration_gives_every_answer_a_probability(shipped_model_dir):
     engine = Engine(load_settings({"model": str(shipped_model_dir), "threads": 1}, environ={}))
-    assert engine.calibrator is not None and engine.settings.min_confidence == engine.calibrator.min_confidence
-    done = engine.complete(InfillRequest("import os\n\n\ndef list_dir(path):\n    return os.", "\n", mode="line"))
+    thresholds = engine.calibrator.thresholds
+    assert engine.min_confidence_in_force() == thresholds and sorted(thresholds) == ["blank", "indent", "mid"]
+    assert thresholds["blank"] < thresholds["mid"]  # most answers on an empty line are wrong: a lower bar there
+    request = InfillRequest("import os\n\n\ndef list_dir(path):\n    return os.", "\n", mode="line")
+    done = engine.complete(request)
     assert done.text.strip() and 0.0 < done.confidence < 1.0
     assert engine.calibrator.predict(done.features) == done.confidence
-    mine = Engine(load_settings({"model": str(shipped_model_dir), "min_confidence": 0.5}, environ={}))
-    assert mine.settings.min_confidence == 0.5  # a threshold the user sets wins over the model's
+    assert done.min_confidence == thresholds["mid"]  # the threshold of the cursor's place travels with the answer
+    mine = Engine(load_settings({"model": str(shipped_model_dir), "min_confidence": 0.5, "threads": 1}, environ={}))
+    assert mine.min_confidence_in_force() == 0.5  # a threshold the user sets wins over the model's, everywhere
+    assert mine.complete(request).min_confidence == 0.5
 
 
 def test_a_broken_calibration_file_is_a_clear_error(shipped_model_dir, tmp_path):
@@ -85,6 +100,11 @@ def test_a_broken_calibration_file_is_a_clear_error(shipped_model_dir, tmp_path)
     (broken / "confidence.json").write_text('{"format": "celeris-confidence-v1", "features": ["x"]}')
     with pytest.raises(CelerisError, match="confidence.json"):
         Calibrator.load(broken)
+    (broken / "confidence.json").write_text(
+        json.dumps({"format": FORMAT, "features": list(FEATURES), "core": list(CORE), "places": {}})
+    )
+    with pytest.raises(CelerisError, match="no model for the place"):
+        Calibrator.load(broken)
     (broken / "confidence.json").unlink()
     assert Calibrator.load(broken) is None
 
@@ -92,14 +112,16 @@ def test_a_broken_calibration_file_is_a_clear_error(shipped_model_dir, tmp_path)
 def test_bench_quality_counts_what_the_threshold_shows_and_holds_back():
     from celeris_complete.bench.quality import TaskResult, quiet_figures
 
-    def task(exact, passed, confidence, empty=False):
-        return TaskResult("t", passed, exact, 1.0, 1.0, empty, "", "" if empty else "x", confidence)
+    def task(exact, passed, confidence, empty=False, threshold=0.2):
+        return TaskResult("t", passed, exact, 1.0, 1.0, empty, "", "" if empty else "x", confidence, threshold)
 
     rows = [task(True, True, 0.9), task(True, True, 0.1), task(False, True, 0.05), task(False, False, 0.5),
-            task(False, False, 0.01), task(False, False, 0.01, empty=True), task(True, True, None)]  # fmt: skip
-    got = quiet_figures(rows, 0.2)
-    assert got["exact"] == {"right_shown": 2, "wrong_shown": 1, "right_held": 1, "wrong_held": 2}
-    assert got["passed"] == {"right_shown": 2, "wrong_shown": 1, "right_held": 2, "wrong_held": 1}
+            task(False, False, 0.01), task(False, False, 0.01, empty=True), task(True, True, None),
+            task(False, False, 0.04, threshold=0.03)]  # fmt: skip  (each answer's own threshold: shown)
+    got = quiet_figures(rows, {"blank": 0.03})
+    assert got["min_confidence"] == {"blank": 0.03}
+    assert got["exact"] == {"right_shown": 2, "wrong_shown": 2, "right_held": 1, "wrong_held": 2}
+    assert got["passed"] == {"right_shown": 2, "wrong_shown": 2, "right_held": 2, "wrong_held": 1}
 
 
 def test_blank_line_sites_remove_whole_lines_and_put_the_cursor_at_the_start():
@@ -112,3 +134,41 @@ def test_blank_line_sites_remove_whole_lines_and_put_the_cursor_at_the_start():
     assert sites[2].expected == "    return os.path.join(x)"  # the indentation is the answer's too
     assert cut_text(text, sites[2]).split("\n")[4] == ""
     assert blank_sites("m.py", text, 2, "s") == blank_sites("m.py", text, 2, "s")  # seeded
+
+
+def test_each_place_of_the_cursor_has_its_own_model_and_threshold():
+    blank = features(None, 0, 1, None, "ok", "line", "x = 1\n", "\ny = 2", "z = 3", "z = 3", "")
+    indent = features(None, 0, 1, None, "ok", "line", "def f():\n    ", "\n", "pass", "pass", "")
+    mid = features(None, 0, 1, None, "ok", "line", "def f():\n    return x.", "\n", "up()", "up()", "")
+    assert [place(f) for f in (blank, indent, mid)] == ["blank", "indent", "mid"]
+    width = len(expand(blank))
+    one = lambda bias, t: {"mean": [0.0] * width, "scale": [1.0] * width, "weights": [0.0] * width,  # noqa: E731
+                           "bias": bias, "min_confidence": t}  # fmt: skip
+    spec = {"format": FORMAT, "features": list(FEATURES), "core": list(CORE),
+            "places": {"blank": one(-2.0, 0.03), "indent": one(0.0, 0.13), "mid": one(2.0, 0.19)}}  # fmt: skip
+    c = Calibrator(spec)
+    assert c.predict(blank) == pytest.approx(1 / (1 + math.exp(2.0))) and c.predict(indent) == pytest.approx(0.5)
+    assert c.predict(mid) == pytest.approx(1 / (1 + math.exp(-2.0)))
+    assert [c.threshold(f) for f in (blank, indent, mid)] == [0.03, 0.13, 0.19]
+
+
+def test_the_fit_chooses_a_threshold_per_place_keeping_its_share_of_right_answers():
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(1800):
+        kind = ("blank", "indent", "mid")[i % 3]
+        line = {"blank": ("", "", ""), "indent": ("    ", "", ""), "mid": ("    x = ", "", "")}[kind][0]
+        right = rng.random() < {"blank": 0.1, "indent": 0.3, "mid": 0.5}[kind]
+        f = features(SpanTrace([0.9 if right else 0.4], [0], [], False, None), 1, 1, None, "ok", "line",
+                     "a\n" + line, "\n", "b", "b", "")  # fmt: skip
+        f["log_p_min"] += rng.normal(0, 0.6)  # noisy evidence of being right
+        rows.append({"features": f, "exact": bool(right), "fold": i % 2, "answer": "b", "got": "b",
+                     "source": "s", "file": f"f{i % 40}"})  # fmt: skip
+    spec, report = cal.fit_confidence(rows)
+    assert sorted(spec["places"]) == ["blank", "indent", "mid"]
+    for name, here in report["per_place"].items():
+        assert here["right_kept"] >= 0.92 and here["threshold"] == spec["places"][name]["min_confidence"]
+    assert spec["places"]["blank"]["min_confidence"] < spec["places"]["mid"]["min_confidence"]
+    assert Calibrator(spec).predict(rows[0]["features"]) > 0
+    with pytest.raises(ValueError, match="too few answers shown"):
+        cal.fit_confidence([r for r in rows if place(r["features"]) != "blank"])

@@ -1,5 +1,6 @@
 """Quiet when unsure: the language server holds back an automatic answer whose calibrated confidence is
-below min_confidence (the model's recommended threshold unless the user sets one), shows it when asked,
+below min_confidence (the model's recommended threshold at the cursor's place unless the user sets one),
+shows it when asked,
 and says in its timings what it held back and how sure it was."""
 
 from tests.lsp_session import Session, run
@@ -33,7 +34,13 @@ def test_unsure_automatic_answers_are_held_back_and_invoked_ones_shown(shipped_m
         s = Session(shipped_model_dir, init_options=base)  # the model's recommendation
         await s.start()
         status = await s.status()
-        assert 0.0 < status.min_confidence_in_force < 0.999 and status.settings.min_confidence == 0.0
+        in_force = status.min_confidence_in_force._asdict()  # one per place of the cursor
+        assert sorted(in_force) == ["blank", "indent", "mid"] and all(0.0 < t < 0.999 for t in in_force.values())
+        assert status.settings.min_confidence == 0.0
+        s.open(URI, TEXT)
+        await s.inline(URI, 4, 14)  # mid-line: that place's threshold decides
+        note = s.timings[-1]
+        assert note.min_confidence == in_force["mid"] and note.shown == (note.confidence >= in_force["mid"])
         await s.stop()
 
     run(scenario())

@@ -57,6 +57,9 @@ class Completion:
     features: dict | None = None
     # The calibrated probability that ``text`` is right as shown (None: an empty answer, or no calibration).
     confidence: float | None = None
+    # The threshold in force for this answer (Engine.min_confidence_for): the language server holds back
+    # an automatic answer whose confidence is below it.
+    min_confidence: float = 0.0
 
 
 @dataclass(frozen=True)

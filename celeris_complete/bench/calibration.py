@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from celeris_complete.engine.confidence import CORE, FEATURES, FORMAT, expand
+from celeris_complete.engine.confidence import CORE, FEATURES, FORMAT, PLACES, expand, place
 
 L2 = 10.0  # penalty on the standardized weights (the bias is free): 10 held best out of fold among 0.1-30
-KEEP = 0.93  # the default threshold keeps this share of the right answers on the fit set (a margin over 90%)
+KEEP = 0.93  # each place's threshold keeps this share of its right answers on the fit set (a margin over 90%)
+MIN_SHOWN = 50  # answers shown at a place, at least, to fit its model
 
 
 def matrix(rows: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
@@ -68,20 +69,21 @@ def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[dict]:
     ]  # fmt: skip
 
 
-def at_threshold(p: np.ndarray, y: np.ndarray, t: float) -> dict:
-    """What showing only answers with ``p >= t`` keeps, against showing them all."""
+def at_threshold(p: np.ndarray, y: np.ndarray, t: float | np.ndarray) -> dict:
+    """What showing only answers with ``p >= t`` keeps, against showing them all (``t``: one threshold,
+    or one per answer)."""
     shown = p >= t
     right, wrong = int((y == 1).sum()), int((y == 0).sum())
     kept_right, kept_wrong = int((shown & (y == 1)).sum()), int((shown & (y == 0)).sum())
     return {
-        "threshold": round(float(t), 4),
+        **({"threshold": round(float(t), 4)} if np.ndim(t) == 0 else {}),
         "shown": int(shown.sum()),
         "right_shown": kept_right,
         "wrong_shown": kept_wrong,
         "right_kept": round(kept_right / max(1, right), 4),
         "wrong_kept": round(kept_wrong / max(1, wrong), 4),
         "precision": round(kept_right / max(1, int(shown.sum())), 4),
-        "coverage": round(float(shown.mean()), 4),
+        "coverage": round(float(shown.mean()), 4) if len(p) else 0.0,
     }
 
 
@@ -105,28 +107,34 @@ def shown_rows(rows: Sequence[Mapping]) -> list[Mapping]:
 
 def fit_confidence(rows: Sequence[Mapping], keep: float = KEEP, l2: float = L2) -> tuple[dict, dict]:
     """The calibration (``confidence.json``'s content) and its report, from collected sites (rows with
-    ``features``, ``exact`` and ``fold``, as ``bench/heldout.collect`` gives them).  Two folds by file:
-    each half is predicted by a fit on the other (out-of-fold probabilities), the expected calibration
-    error is reported per fold, the default threshold is chosen on the out-of-fold probabilities to keep
-    ``keep`` of the right answers, and the weights shipped are fitted on both halves."""
+    ``features``, ``exact`` and ``fold``, as ``bench/heldout.collect`` gives them).  A model per place of
+    the cursor (``PLACES``), each cross-validated over two folds by file: each half is predicted by a fit
+    on the other (out-of-fold probabilities), the place's threshold is chosen on them to keep ``keep`` of
+    its right answers, and the weights shipped are fitted on both halves.  The expected calibration error
+    is reported per fold over all places."""
     shown = shown_rows(rows)
-    if len(shown) < 50:
-        raise ValueError(f"{len(shown)} answers shown: too few to fit a calibration")
+    places = np.array([place(r["features"]) for r in shown])
+    counts = {p: int((places == p).sum()) for p in PLACES}
+    few = [f"{p} ({n})" for p, n in counts.items() if n < MIN_SHOWN]
+    if few:
+        raise ValueError(
+            f"too few answers shown to fit a calibration at: {', '.join(few)}; at least {MIN_SHOWN} each "
+            "(empty lines come from --blank-per-file)"
+        )
     x = np.array([expand(r["features"]) for r in shown])
     y = np.array([float(r["exact"]) for r in shown])
     folds = np.array([int(r["fold"]) for r in shown])
-    oof = np.zeros(len(y))
-    for k in (0, 1):
-        model = fit_logistic(x[folds != k], y[folds != k], l2)
-        oof[folds == k] = predict(model, x[folds == k])
-    threshold = choose_threshold(oof, y, keep)
-    spec = {
-        "format": FORMAT,
-        "features": list(FEATURES),
-        "core": list(CORE),
-        **fit_logistic(x, y, l2),
-        "min_confidence": round(threshold, 4),
-    }
+    oof, thresholds = np.zeros(len(y)), np.zeros(len(y))
+    models: dict[str, dict] = {}
+    for name in PLACES:
+        here = places == name
+        for k in (0, 1):
+            model = fit_logistic(x[here & (folds != k)], y[here & (folds != k)], l2)
+            oof[here & (folds == k)] = predict(model, x[here & (folds == k)])
+        threshold = choose_threshold(oof[here], y[here], keep)
+        thresholds[here] = threshold
+        models[name] = {**fit_logistic(x[here], y[here], l2), "min_confidence": round(threshold, 4)}
+    spec = {"format": FORMAT, "features": list(FEATURES), "core": list(CORE), "places": models}
     report = {
         "sites": len(rows),
         "shown": len(shown),
@@ -136,16 +144,23 @@ def fit_confidence(rows: Sequence[Mapping], keep: float = KEEP, l2: float = L2) 
         "l2": l2,
         "keep": keep,
         "ece_per_fold": [round(ece(oof[folds == k], y[folds == k]), 4) for k in (0, 1)],
-        "at_default": at_threshold(oof, y, threshold),
+        "at_default": at_threshold(oof, y, thresholds),
+        "per_place": {
+            p: {"shown": counts[p], "right": int(y[places == p].sum()),
+                **at_threshold(oof[places == p], y[places == p], models[p]["min_confidence"])}
+            for p in PLACES
+        },  # fmt: skip
         "reliability": reliability(oof, y),
         "curve": curve(oof, y, 51),
     }
     spec["fit"] = {k: report[k] for k in ("sites", "shown", "right", "sources", "files", "l2", "keep", "ece_per_fold")}
-    return spec, {**report, "out_of_fold": oof.round(4).tolist(), "labels": y.astype(int).tolist()}
+    extra = {"out_of_fold": oof.round(4).tolist(), "labels": y.astype(int).tolist(), "thresholds": thresholds.tolist()}
+    return spec, {**report, **extra}
 
 
-def plot(path: Path, p: np.ndarray, y: np.ndarray, threshold: float, title: str = "") -> None:
-    """A reliability diagram and the precision/coverage curve, side by side, as a PNG."""
+def plot(path: Path, p: np.ndarray, y: np.ndarray, threshold: float | np.ndarray, title: str = "") -> None:
+    """A reliability diagram and the precision/coverage curve (one threshold for all answers), side by side,
+    as a PNG; the point marked is ``threshold``'s (one per answer: each place's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,7 +175,8 @@ def plot(path: Path, p: np.ndarray, y: np.ndarray, threshold: float, title: str 
     points = curve(p, y, 101)
     right.plot([c["coverage"] for c in points], [c["precision"] for c in points])
     at = at_threshold(p, y, threshold)
-    right.scatter([at["coverage"]], [at["precision"]], color="red", zorder=3, label=f"min_confidence {threshold:.3f}")
+    label = f"min_confidence {threshold:.3f}" if np.ndim(threshold) == 0 else "min_confidence per place"
+    right.scatter([at["coverage"]], [at["precision"]], color="red", zorder=3, label=label)
     right.set(xlabel="coverage (answers shown)", ylabel="precision (shown that are right)", xlim=(0, 1), ylim=(0, 1),
               title="precision / coverage")  # fmt: skip
     right.legend(loc="upper right")

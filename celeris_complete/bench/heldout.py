@@ -28,9 +28,9 @@ from celeris_complete.errors import CelerisError
 from celeris_complete.training.corpus import DEFAULT_EXCLUDES
 
 SITES_PER_FILE = 10
-# Besides: whole lines removed, the cursor at the start of the empty line left (the shipped calibration
-# was fitted without them: see results/issue44/README.md).
-BLANK_PER_FILE = 0
+# Besides: whole lines removed, the cursor at the start of the empty line left (the calibration's
+# "blank" place: see engine/confidence.py).
+BLANK_PER_FILE = 5
 QUERY_LINES = 24  # the lines before the cursor's that choose snippets (about the language server's)
 
 

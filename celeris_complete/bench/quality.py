@@ -98,16 +98,18 @@ class TaskResult:
     reason: str
     completion: str
     confidence: float | None = None  # the engine's calibrated probability that the answer is right
+    min_confidence: float = 0.0  # the threshold in force for it (Engine.min_confidence_for)
 
 
-def quiet_figures(results: list[TaskResult], threshold: float) -> dict:
-    """What the language server's rule (an automatic answer below ``threshold`` is held back) would
-    show: right answers (exact, and passing) and wrong ones, shown and held back."""
+def quiet_figures(results: list[TaskResult], in_force: float | dict) -> dict:
+    """What the language server's rule (an automatic answer below its threshold is held back) would
+    show: right answers (exact, and passing) and wrong ones, shown and held back.  ``in_force``: the
+    thresholds, as reported."""
     def held(r: TaskResult) -> bool:
-        return r.confidence is not None and r.confidence < threshold
+        return r.confidence is not None and r.confidence < r.min_confidence
 
     answered = [r for r in results if not r.empty]
-    out: dict = {"min_confidence": threshold}
+    out: dict = {"min_confidence": in_force}
     for label, right in (("exact", lambda r: r.exact), ("passed", lambda r: r.passed)):
         out[label] = {
             "right_shown": sum(right(r) and not held(r) for r in answered),
@@ -139,14 +141,15 @@ def evaluate(
             suffix = "\n" + task["suffix"]
             done = engine.complete(InfillRequest(task["prompt"], suffix, mode=mode, steps=steps, language="python"))
             text, latency, error, confidence = done.text, done.timings_ms["total"], "", done.confidence
+            threshold = done.min_confidence
         except Exception as exc:  # a failure to generate counts as a failure
-            text, latency, error, confidence = "", 0.0, f"generation failed: {exc}", None
-        generated.append((task, candidate(task, text, which), latency, error, confidence))
+            text, latency, error, confidence, threshold = "", 0.0, f"generation failed: {exc}", None, 0.0
+        generated.append((task, candidate(task, text, which), latency, error, confidence, threshold))
         if progress and (i + 1) % 50 == 0:
             progress(f"generated {i + 1}/{len(tasks)}")
 
     def score(item) -> TaskResult:
-        task, text, latency, error, confidence = item
+        task, text, latency, error, confidence, threshold = item
         truth = task["canonical_solution"]
         program = f"{task['prompt']}{text}{task['suffix']}\n{task['test']}\ncheck({task['entry_point']})\n"
         passed, reason = (False, error) if error else run_program(program)
@@ -160,6 +163,7 @@ def evaluate(
             reason,
             text,
             confidence,
+            threshold,
         )
 
     t0 = time.perf_counter()
@@ -178,7 +182,7 @@ def evaluate(
         "passed_empty": sum(r.passed and r.empty for r in results),
         "latency_ms_p50": round(latencies[len(latencies) // 2], 2) if latencies else None,
         "execution_seconds": round(time.perf_counter() - t0, 1),
-        # Staying quiet at the engine's min_confidence (the language server's rule for automatic requests).
-        "quiet": quiet_figures(results, engine.settings.min_confidence),
+        # Staying quiet below the threshold in force (the language server's rule for automatic requests).
+        "quiet": quiet_figures(results, engine.min_confidence_in_force()),
         "results": [r.__dict__ for r in results],
     }

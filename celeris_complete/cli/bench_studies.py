@@ -227,8 +227,9 @@ def bench_calibrate(
     model: Annotated[Optional[str], typer.Option(help="The model directory (default: the shipped one).")] = None,
     sites_per_file: Annotated[int, typer.Option(help="Sites in each held-out file.")] = 10,
     blank_per_file: Annotated[
-        int, typer.Option(help="Also this many whole lines removed per file, the cursor on the empty line.")
-    ] = 0,
+        Optional[int],
+        typer.Option(help="Also this many whole lines removed per file, the cursor on the empty line (default 5)."),
+    ] = None,
     sites: Annotated[
         Optional[Path], typer.Option(help="Fit on these collected sites (a --sites-output file) instead of collecting.")
     ] = None,
@@ -241,13 +242,15 @@ def bench_calibrate(
 ) -> None:
     """Fit the answers' confidence: complete at sites in the training corpus's held-out files (never a
     benchmark's packages) through the engine, then a calibrated probability that an answer is right,
-    cross-validated over two halves of the files; its error and the default threshold (min_confidence)."""
+    cross-validated over two halves of the files, a model per place of the cursor (an empty line, after
+    the indentation, mid-line); its error and the default threshold at each place (min_confidence)."""
     import numpy as np
 
     from celeris_complete.bench import calibration, heldout
     from celeris_complete.engine.confidence import FILE
     from celeris_complete.model.directory import default_model_dir
 
+    blank_per_file = heldout.BLANK_PER_FILE if blank_per_file is None else blank_per_file
     if sites_per_file < 1 or blank_per_file < 0:
         fail("--sites-per-file must be at least 1, --blank-per-file at least 0")
     model_dir = Path(model).expanduser() if model else default_model_dir()
@@ -270,14 +273,19 @@ def bench_calibrate(
         f"{report['sites']} sites in {report['files']} held-out files of {report['sources']} sources, "
         f"{report['shown']} answers shown, {report['right']} right\n"
         f"expected calibration error per half (out of fold): {report['ece_per_fold']}\n"
-        f"min_confidence {spec['min_confidence']}: right kept {at['right_kept']:.1%}, "
+        f"at each place's min_confidence: right kept {at['right_kept']:.1%}, "
         f"wrong kept {at['wrong_kept']:.1%}, precision {at['precision']:.1%}, coverage {at['coverage']:.1%}"
     )
+    for name, here in report["per_place"].items():
+        text += (
+            f"\n  {name:6} min_confidence {spec['places'][name]['min_confidence']}: {here['shown']} shown, "
+            f"right kept {here['right_kept']:.1%}, wrong kept {here['wrong_kept']:.1%}"
+        )
     if plot:
-        oof, labels = np.array(report["out_of_fold"]), np.array(report["labels"])
-        calibration.plot(plot, oof, labels, spec["min_confidence"], f"{model_dir.name}: held-out corpus sites")
+        oof, labels, cut = (np.array(report[k]) for k in ("out_of_fold", "labels", "thresholds"))
+        calibration.plot(plot, oof, labels, cut, f"{model_dir.name}: held-out corpus sites")
     if write:
         (model_dir / FILE).write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
         text += f"\nwritten to {model_dir / FILE}"
-    summary = {k: v for k, v in report.items() if k not in ("out_of_fold", "labels")}
+    summary = {k: v for k, v in report.items() if k not in ("out_of_fold", "labels", "thresholds")}
     _report({"calibration": spec, "report": summary}, text, False, output)

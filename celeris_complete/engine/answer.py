@@ -27,9 +27,9 @@ def answer(run: Decoding, text: str, others: tuple[str, ...], verdict: str, cloc
     after_cursor = raw[len(heal) :] if raw.startswith(heal) else raw
     known = features(run.trace[0] if run.trace else None, len(run.span), run.ran, offered, verdict, run.plan.mode,
                      req.prefix, req.suffix, text, after_cursor, heal)  # fmt: skip
-    calibrator = run.engine.calibrator
-    confidence = calibrator.predict(known) if calibrator is not None and text.strip() else None
+    engine = run.engine
+    confidence = engine.calibrator.predict(known) if engine.calibrator is not None and text.strip() else None
     return Completion(
         text, run.plan.mode, run.ran, len(run.span), run.cache_state, len(ctx.tokens), timings, run.raw, ctx.heal,
-        ctx.snippet_tokens, offered, others, verdict, known, confidence,
+        ctx.snippet_tokens, offered, others, verdict, known, confidence, engine.min_confidence_for(known),
     )  # fmt: skip

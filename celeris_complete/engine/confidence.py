@@ -125,8 +125,20 @@ FEATURES = tuple(sorted(features(SpanTrace([0.5], [0], [], False, None), 0, 1, N
 CORE = ("log_p_min", "log_p_mean", "log_p_first", "log_p_end", "draft_score", "draft_kept_share", "typed_on_line",
         "after_indentation", "flips", "share_first_step", "answer_chars", "draft_votes", "unknown_names", "known_share",
         "line_elsewhere")  # fmt: skip
-FORMAT = "celeris-confidence-v1"
+FORMAT = "celeris-confidence-v2"
 FILE = "confidence.json"
+# Where the cursor is, which changes what the same numbers mean: a line left empty (nothing before the
+# cursor on its line: what follows a line break, and HumanEval-Infilling's holes), the cursor after the
+# indentation, or mid-line after some of the line was typed.  Each place has a model and a threshold of
+# its own (most answers on an empty line are wrong; one threshold for all hid most right ones there).
+PLACES = ("blank", "indent", "mid")
+
+
+def place(f: Mapping[str, float]) -> str:
+    """The cursor's place (``PLACES``) from an answer's features."""
+    if f.get("typed_on_line", 0.0) > 0:
+        return "mid"
+    return "indent" if f.get("after_indentation", 0.0) else "blank"
 
 
 def expand(f: Mapping[str, float], names: tuple[str, ...] = FEATURES, core: tuple[str, ...] = CORE) -> list[float]:
@@ -137,24 +149,39 @@ def expand(f: Mapping[str, float], names: tuple[str, ...] = FEATURES, core: tupl
     return base + [a * b for a, b in combinations(c, 2)] + [a * a for a in c]
 
 
-class Calibrator:
-    """``predict(features) -> probability`` from a fitted ``confidence.json`` (see ``bench/calibration.py``)."""
+class _Logistic:
+    """One place's standardized logistic regression and its recommended threshold."""
 
-    def __init__(self, spec: Mapping) -> None:
-        names, core = tuple(spec["features"]), tuple(spec["core"])
-        width = len(names) + len(core) * (len(core) - 1) // 2 + len(core)
-        if spec.get("format") != FORMAT:
-            raise ValueError(f"format {spec.get('format')!r}, not {FORMAT}")
-        if set(names) != set(FEATURES) or not set(core) <= set(FEATURES):
-            raise ValueError("its features are not the ones this engine computes (fitted by another version?)")
+    def __init__(self, spec: Mapping, width: int) -> None:
         if not all(len(spec[k]) == width for k in ("mean", "scale", "weights")):
             raise ValueError("mean, scale and weights do not match the features")
-        self.names, self.core = names, core
         self.mean = [float(v) for v in spec["mean"]]
         self.scale = [float(v) or 1.0 for v in spec["scale"]]
         self.weights = [float(v) for v in spec["weights"]]
         self.bias = float(spec["bias"])
         self.min_confidence = float(spec.get("min_confidence", 0.0))
+
+    def predict(self, x: list[float]) -> float:
+        z = self.bias + sum(w * (v - m) / s for w, v, m, s in zip(self.weights, x, self.mean, self.scale))
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+class Calibrator:
+    """``predict(features) -> probability`` and ``threshold(features)``, the recommended ``min_confidence``
+    at the answer's place, from a fitted ``confidence.json`` (see ``bench/calibration.py``)."""
+
+    def __init__(self, spec: Mapping) -> None:
+        if spec.get("format") != FORMAT:
+            raise ValueError(f"format {spec.get('format')!r}, not {FORMAT}")
+        names, core = tuple(spec["features"]), tuple(spec["core"])
+        if set(names) != set(FEATURES) or not set(core) <= set(FEATURES):
+            raise ValueError("its features are not the ones this engine computes (fitted by another version?)")
+        missing = [p for p in PLACES if p not in spec["places"]]
+        if missing:
+            raise ValueError(f"no model for the place(s) {', '.join(missing)}")
+        width = len(names) + len(core) * (len(core) - 1) // 2 + len(core)
+        self.names, self.core = names, core
+        self.places = {p: _Logistic(spec["places"][p], width) for p in PLACES}
         self.spec = dict(spec)
 
     @classmethod
@@ -169,6 +196,12 @@ class Calibrator:
             raise CelerisError(f"{file}: not a confidence calibration this engine can use ({exc})") from None
 
     def predict(self, f: Mapping[str, float]) -> float:
-        x = expand(f, self.names, self.core)
-        z = self.bias + sum(w * (v - m) / s for w, v, m, s in zip(self.weights, x, self.mean, self.scale))
-        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+        return self.places[place(f)].predict(expand(f, self.names, self.core))
+
+    def threshold(self, f: Mapping[str, float]) -> float:
+        """The recommended ``min_confidence`` where this answer's cursor is."""
+        return self.places[place(f)].min_confidence
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        return {p: m.min_confidence for p, m in self.places.items()}

@@ -25,6 +25,7 @@ the engine runs, and a remote one completes the whole request itself (``checking
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -61,11 +62,9 @@ class Engine:
         self.supports: Supports = b.supports
         self.path = b.path
         # How likely an answer is right (the model directory's confidence.json; none for a backend that
-        # completes whole): its recommended threshold is a setting the model recommends, as its decoding.
+        # completes whole), with a recommended threshold at each place of the cursor (min_confidence_for).
         self.calibrator = Calibrator.load(Path(b.path)) if b.path and b.supports.steps else None
         self.recommended = dict(b.recommended)
-        if self.calibrator is not None:
-            self.recommended["min_confidence"] = self.calibrator.min_confidence
         self.use_settings(settings)
         self.device = b.device
         self.meta = b.meta
@@ -92,6 +91,19 @@ class Engine:
     def hf(self):
         """The transformers adapter, when the model is one (else None)."""
         return self.impl.model if isinstance(self.impl, TransformersBackend) else None
+
+    def min_confidence_for(self, features: Mapping[str, float]) -> float:
+        """The threshold in force for an answer with these features: the user's ``min_confidence`` when set,
+        else what the model's calibration recommends at the answer's place (0 without one)."""
+        if self.calibrator is None or self.settings.source("min_confidence") != "default":
+            return self.settings.min_confidence
+        return self.calibrator.threshold(features)
+
+    def min_confidence_in_force(self) -> float | dict[str, float]:
+        """The threshold in force: the user's, or the calibration's per place (status, selftest)."""
+        if self.calibrator is None or self.settings.source("min_confidence") != "default":
+            return self.settings.min_confidence
+        return self.calibrator.thresholds
 
     def use_settings(self, settings: Settings) -> None:
         """Take new settings (those that need no reload). Decoding settings the model recommends
