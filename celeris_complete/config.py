@@ -69,6 +69,21 @@ OPTIONS: dict[str, Option] = {
         "chat (POST /v1/chat/completions, a fill-in-the-middle prompt: for providers that offer only chat).",
         choices=("fim", "completions", "chat"),
     ),
+    "escalate_endpoint": Option(
+        str,
+        "",
+        "A second tier: the language server asks this server (celeris-complete serve, vLLM, SGLang or a hosted "
+        "API) when the local answer is below min_confidence; an automatic request is never kept waiting for it.",
+    ),
+    "escalate_api": Option(str, "fim", "The second tier's API (as api).", choices=("fim", "completions", "chat")),
+    "escalate_api_key_env": Option(str, "", "The environment variable holding the second tier's API key."),
+    "escalate_budget_ms": Option(
+        float,
+        2000.0,
+        "How long a request the user made waits for the second tier's answer (the local one stands after it).",
+        minimum=50.0,
+        maximum=30000.0,
+    ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
     "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),
@@ -111,8 +126,8 @@ OPTIONS: dict[str, Option] = {
         float,
         0.0,
         "The language server shows an automatic completion only when the model's calibrated probability that it "
-        "is right is at least this (0: every answer; the model's confidence.json recommends a value, used unless "
-        "you set one). Invoked completions are always shown.",
+        "is right is at least this (0: every answer; the model's confidence.json recommends one per place of the "
+        "cursor, used unless you set a value, which then holds everywhere). Invoked completions are always shown.",
         minimum=0.0,
         maximum=1.0,
     ),

@@ -10,6 +10,7 @@ stops at its next refinement step.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -27,6 +28,7 @@ from celeris_complete.system.memory import trim_heap
 from celeris_complete.system.parent_watch import exit_with_parent
 
 from .document import use_fast_documents
+from .escalation import ESCALATED_NOTIFICATION
 from .session import (
     DOCUMENT_REQUEST,
     STATUS_REQUEST,
@@ -70,12 +72,14 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     def shutdown(ls: CelerisServer, params: Any = None) -> None:
         ls.snippets.stop()
         ls.adaptation.stop()
+        ls.escalation.stop()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CelerisServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.typing.forget(uri)
         ls.generation.pop(uri, None)
+        ls.escalation.supersede(uri)  # a tier request for it is stale
         key, why = ls.key(uri)
         if why is None:
             ls.model_thread.submit(ls.snippets.closed, key)  # after any call still using the buffer
@@ -105,6 +109,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             # The threshold in force: the user's, or the ones the model's calibration recommends per place.
             "min_confidence_in_force": engine.min_confidence_in_force() if engine else None,
             "calibrated": engine is not None and engine.calibrator is not None,
+            "tier": ls.escalation.status(),  # the second tier: asked, answered, failed (null: none configured)
         }
 
     @server.feature(DOCUMENT_REQUEST)
@@ -124,6 +129,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         t0 = time.perf_counter()
         ls.requests += 1
         ls.adaptation.typing()
+        tier_generation = ls.escalation.supersede(uri)  # a newer request: the tier's older one is stale
         if ls.engine is None:
             if ls.engine_error:
                 log.info("no completion for %s: the model failed to load (%s)", uri, ls.engine_error)
@@ -150,8 +156,10 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         if automatic and len(rest_of_line.strip()) > ls.settings.max_chars_after_cursor:
             return [], None
         if alternatives == 1 and (cached := ls.typing.lookup(uri, prefix, suffix)) is not None:
-            ls.send_timings(uri, {"total_ms": round((time.perf_counter() - t0) * 1e3, 3), "source": "typing-cache"})
-            return [lead + cached], replace
+            text, tier = cached
+            total_ms = round((time.perf_counter() - t0) * 1e3, 3)
+            ls.send_timings(uri, {"total_ms": total_ms, "source": "typing-cache", "tier": tier})
+            return [lead + text], replace
         engine = ls.engine
         key = ls.key(uri)[0]
         # Other open documents feed the snippets and the drafts' line table.
@@ -207,9 +215,31 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 texts.append(text)
         # Quiet when unsure: an automatic answer the model is unlikely to have right is not shown (nor
         # kept for the keystrokes after it); one the user asked for is.
-        quiet = automatic and done.confidence is not None and done.confidence < done.min_confidence
+        unsure = done.confidence is not None and done.confidence < done.min_confidence
+        quiet = automatic and unsure
+        # ...and asked of the second tier, if there is one: later for a keystroke, now for a request the
+        # user made (the local answers stand after the tier's).
+        tier = "local"
+        escalating = unsure and ls.escalation.ready() and not lead
+        if escalating:
+            tier_req = InfillRequest(
+                prefix, suffix, file_start=file_start, file_end=file_end, deadline_ms=ls.settings.escalate_budget_ms,
+                snippets=[c.text for c in chosen], language=language,
+            )  # fmt: skip
+            if automatic:
+                doc = ls.document(uri)
+                later = escalate_later(ls, uri, tier_generation, doc.version if doc else None, position, tier_req)
+                task = asyncio.ensure_future(later)
+                ls.background.add(task)
+                task.add_done_callback(ls.background.discard)
+            else:
+                wait_ms = ls.settings.escalate_budget_ms
+                answered = await ls.escalation.ask(uri, tier_generation, tier_req, wait_ms=wait_ms)
+                if answered is not None:
+                    texts = [answered.text, *(t for t in texts if t != answered.text)]
+                    tier = "escalated"
         if texts and not quiet:
-            ls.typing.store(uri, prefix, suffix, texts[0])
+            ls.typing.store(uri, prefix, suffix, texts[0], tier)
         ls.send_timings(
             uri,
             {
@@ -228,11 +258,32 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 "min_confidence": done.min_confidence,  # the threshold in force at the cursor's place
                 "shown": bool(texts) and not quiet,
                 "hidden": done.text if quiet else None,
+                "tier": tier,  # who answered what is shown first: "local" or "escalated"
+                "escalating": escalating and automatic,  # the second tier was asked; its answer may follow
             },
         )
         if quiet:
             return [], None
         return [lead + t for t in texts], replace
+
+    async def escalate_later(
+        ls: CelerisServer, uri: str, generation: int, version: Any, position: types.Position, req: InfillRequest
+    ) -> None:
+        """The second tier's answer to a keystroke the local answer stayed quiet on: kept for the next
+        request at that place and announced (``celeris/escalated``), if the document has not changed and
+        no newer request came for it meanwhile."""
+        t0 = time.perf_counter()
+        done = await ls.escalation.ask(uri, generation, req)
+        doc = ls.document(uri)
+        if done is None or doc is None or doc.version != version or not ls.escalation.current(uri, generation):
+            return
+        ls.typing.store(uri, req.prefix, req.suffix, done.text, "escalated")
+        tier_ms = round((time.perf_counter() - t0) * 1e3, 3)
+        where = {"line": position.line, "character": position.character}
+        ls.protocol.notify(
+            ESCALATED_NOTIFICATION, {"uri": uri, "version": version, "position": where, "text": done.text}
+        )
+        ls.send_timings(uri, {"total_ms": tier_ms, "source": "tier", "tier": "escalated", "text": done.text})
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: CelerisServer, params: types.InlineCompletionParams):

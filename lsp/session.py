@@ -24,6 +24,7 @@ from celeris_complete.errors import CelerisError
 from celeris_complete.system.workspace_files import matches
 
 from .adaptation import Adaptation
+from .escalation import Escalation
 from .framing import FrameReader, serve_frames
 from .protocol import CelerisProtocol
 from .typing_cache import TypingCache
@@ -42,6 +43,7 @@ ENGINE_KEYS = (
     "model", "backend", "device", "quant", "trace", "threads", "trust_remote_code", "endpoint", "api_key_env", "api",
 )  # fmt: skip
 SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens", "drafts")
+TIER_KEYS = ("escalate_endpoint", "escalate_api", "escalate_api_key_env", "escalate_budget_ms")
 
 
 class CelerisServer(LanguageServer):
@@ -68,6 +70,8 @@ class CelerisServer(LanguageServer):
         self.adaptation = Adaptation(self.switch_model, on_failed=lambda m: self.warn(f"adapting the model: {m}"))
         self.failing: str | None = None  # the kind of the last completion failure shown to the user
         self.announced: set[str] = set()  # remote endpoints the user has been told about
+        self.escalation = Escalation(settings, self.warn)  # the second tier, if one is configured
+        self.background: set[asyncio.Task] = set()  # tier requests the client is not waiting for
 
     def start_io(self, stdin=None, stdout=None) -> None:
         """pygls's stdio loop with a reader that survives wrong Content-Length headers (framing.py)."""
@@ -189,6 +193,9 @@ class CelerisServer(LanguageServer):
             return
         reload = reload and any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
         snippets_changed = any(new.values[k] != self.settings.values[k] for k in SNIPPET_KEYS)
+        if any(new.values[k] != self.settings.values[k] for k in TIER_KEYS):
+            self.escalation.stop()
+            self.escalation = Escalation(new, self.warn)
         self.settings = new
         self.keys.clear()
         if snippets_changed and self.folders is not None:

@@ -20,6 +20,7 @@ class Shown:
     prefix: str  # the text before the cursor when the completion was computed
     suffix: str
     text: str
+    tier: str = "local"  # who answered: "local", or "escalated" (the second tier)
 
 
 class TypingCache:
@@ -29,14 +30,15 @@ class TypingCache:
         self.hits = 0
         self.misses = 0
 
-    def store(self, uri: str, prefix: str, suffix: str, text: str) -> None:
+    def store(self, uri: str, prefix: str, suffix: str, text: str, tier: str = "local") -> None:
         if not text:
             return
         entries = self.entries.setdefault(uri, [])
-        entries.insert(0, Shown(prefix, suffix, text))
+        entries.insert(0, Shown(prefix, suffix, text, tier))
         del entries[self.per_document :]
 
-    def lookup(self, uri: str, prefix: str, suffix: str) -> str | None:
+    def lookup(self, uri: str, prefix: str, suffix: str) -> tuple[str, str] | None:
+        """(what is still to insert, the tier that answered), or None."""
         for shown in self.entries.get(uri, ()):
             if suffix != shown.suffix:
                 continue
@@ -45,10 +47,10 @@ class TypingCache:
                 typed = prefix[len(shown.prefix) :]
                 if shown.text.startswith(typed) and prefix.startswith(shown.prefix):
                     self.hits += 1
-                    return shown.text[grown:]
+                    return shown.text[grown:], shown.tier
             elif -LOOK_BACK <= grown < 0 and shown.prefix.startswith(prefix):
                 self.hits += 1
-                return shown.prefix[len(prefix) :] + shown.text
+                return shown.prefix[len(prefix) :] + shown.text, shown.tier
         self.misses += 1
         return None
 

@@ -23,11 +23,16 @@ class Session:
         self.client = LanguageClient("celeris-tests", "0")
         self.timings: list[dict] = []
         self.messages: list[types.ShowMessageParams] = []
+        self.escalated: list = []  # celeris/escalated: the second tier's answers
         self.versions: dict[str, int] = {}
 
         @self.client.feature("celeris/timings")
         def on_timings(params):
             self.timings.append(params)
+
+        @self.client.feature("celeris/escalated")
+        def on_escalated(params):
+            self.escalated.append(params)
 
         @self.client.feature(types.WINDOW_SHOW_MESSAGE)
         def on_message(params):

@@ -1,0 +1,238 @@
+"""The second tier (escalate_endpoint): the language server asks it when the local answer is below its
+threshold, later for a keystroke (never keeping it waiting) and within escalate_budget_ms for a request
+the user made; tested with a real `celeris-complete serve` as the tier (its FIM and chat APIs) and with
+a local server made to misbehave (slow, not JSON, busy, down): the local answer stands, each kind of
+failure is reported once, and a failing tier rests instead of being asked on every keystroke."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import math
+import threading
+import time
+
+import pytest
+from lsprotocol import types
+
+from celeris_complete.engine.tiers import LONGEST_BACKOFF_S, BackOff
+from tests.lsp_session import Session, run
+from tests.test_serve import Served, refused_port
+
+TEXT = "import os\n\n\ndef list_dir(path):\n    return os.\n"
+PLACE = (4, 14)  # after "return os."
+OTHER = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return \n"
+OTHER_PLACE = (5, 11)
+
+
+def get(obj, key: str):
+    return obj[key] if isinstance(obj, dict) else getattr(obj, key)
+
+
+async def wait_for(condition, what: str, timeout: float = 120.0):
+    """Until ``condition()`` holds (checked every 20 ms), or fail clearly after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+async def settled(s: Session) -> None:
+    """Until no tier request is in flight."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if get(get(await s.status(), "tier"), "in_flight") == 0:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("a tier request never ended")
+
+
+async def rested(s: Session) -> None:
+    """Until the tier has failed at least once and rests no more (its back-off over)."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        tier = get(await s.status(), "tier")
+        if get(tier, "failed") and get(tier, "resting_s") == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the tier never failed, or never stopped resting")
+
+
+async def configure(s: Session, new: dict) -> None:
+    """New settings, once the server reports them."""
+    s.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=new))
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        settings = get(await s.status(), "settings")
+        if all(get(settings, k) == v for k, v in new.items()):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the server did not take {new}")
+
+
+def test_back_off_doubles_to_its_longest_and_a_success_ends_it():
+    now = [0.0]
+    b = BackOff(clock=lambda: now[0])
+    assert b.ready()
+    rests = []
+    for _ in range(8):
+        b.failed()
+        rests.append(b.remaining_s)
+        now[0] += b.remaining_s
+    assert rests[:5] == [1.0, 2.0, 4.0, 8.0, 16.0] and rests[-1] == LONGEST_BACKOFF_S
+    b.failed()
+    assert not b.ready()
+    b.succeeded()
+    assert b.ready() and b.remaining_s == 0.0
+
+
+@pytest.fixture(scope="module")
+def tier_server(shipped_model_dir, tmp_path_factory):
+    s = Served(
+        tmp_path_factory.mktemp("tier") / "server.log", "--model", str(shipped_model_dir), "--log-level", "warning"
+    )
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("api", ["fim", "chat"])
+def test_unsure_answers_are_asked_of_the_second_tier_and_shown_when_they_come(
+    shipped_model_dir, tier_server, api, tmp_path
+):
+    uri, other = (tmp_path / "a.py").as_uri(), (tmp_path / "b.py").as_uri()
+    # min_confidence 1: every local answer is unsure, so every one goes to the tier.
+    options = {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": tier_server.url,
+               "escalate_api": api, "escalate_budget_ms": 30000}  # fmt: skip
+
+    async def go():
+        s = Session(shipped_model_dir, init_options=options)
+        await s.start()
+        try:
+            s.open(uri, TEXT)
+            automatic = await s.inline(uri, *PLACE)
+            note = s.timings[-1]
+            assert not automatic.items and note.hidden and note.escalating is True and note.tier == "local"
+            await wait_for(lambda: s.escalated, "celeris/escalated after a quiet keystroke")
+            (came,) = s.escalated
+            assert get(came, "uri") == uri and get(came, "version") == 1 and get(came, "text").strip()
+            assert (get(get(came, "position"), "line"), get(get(came, "position"), "character")) == PLACE
+            # The client asks again where the cursor still is: the tier's answer, from the typing cache.
+            again = await s.inline(uri, *PLACE)
+            assert [i.insert_text for i in again.items] == [get(came, "text")]
+            assert s.timings[-1].source == "typing-cache" and s.timings[-1].tier == "escalated"
+            # A request the user made waits for the tier: its answer first, the local ones after it.
+            s.open(other, OTHER)
+            invoked = await s.inline(other, *OTHER_PLACE, invoked=True)
+            note = s.timings[-1]
+            assert invoked.items and note.tier == "escalated" and note.hidden is None
+            status = await s.status()
+            tier = get(status, "tier")
+            assert get(tier, "endpoint") == tier_server.url and get(tier, "answered") == 2 and get(tier, "failed") == 0
+            assert not s.messages
+        finally:
+            await s.stop()
+
+    run(go())
+
+
+class Misbehaving(http.server.BaseHTTPRequestHandler):
+    """A tier made to misbehave: ``how`` is "hold" (answers once ``release`` is set), "garbage" (not
+    JSON) or "busy" (429); every completion request is counted."""
+
+    how = "garbage"
+    posts: list[float] = []
+    release = threading.Event()
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def send(self, status: int, data: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.send(200, json.dumps({"object": "list", "data": [{"id": "tier", "owned_by": "someone"}]}).encode())
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        Misbehaving.posts.append(time.monotonic())
+        if Misbehaving.how == "hold":
+            Misbehaving.release.wait(60)
+            self.send(200, json.dumps({"choices": [{"index": 0, "text": "path.join(path)"}]}).encode())
+        elif Misbehaving.how == "busy":
+            self.send(429, b'{"error": {"message": "slow down"}}')
+        else:
+            self.send(200, b"<html>not a completion</html>", "text/html")
+
+
+def asks_allowed(elapsed_s: float) -> int:
+    """Tier requests a back-off allows within ``elapsed_s`` of the first failure (1, 2, 4... s apart)."""
+    return int(math.log2(elapsed_s + 1)) + 1
+
+
+def test_a_misbehaving_tier_never_blocks_typing_is_reported_once_and_rests(shipped_model_dir, tmp_path):
+    provider = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
+    threading.Thread(target=provider.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{provider.server_address[1]}"
+    uri = (tmp_path / "a.py").as_uri()
+    options = {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": endpoint,
+               "escalate_budget_ms": 400}  # fmt: skip
+
+    async def go():
+        s = Session(shipped_model_dir, init_options=options)
+        await s.start()
+        try:
+            s.open(uri, TEXT)
+            # Slow: the keystroke is answered (quietly) while the tier still holds its request.
+            Misbehaving.how = "hold"
+            automatic = await s.inline(uri, *PLACE)
+            assert not automatic.items and s.timings[-1].escalating is True
+            await wait_for(lambda: Misbehaving.posts, "the tier asked")
+            assert not Misbehaving.release.is_set() and not s.escalated
+            # A request the user made waits escalate_budget_ms at most, then the local answer stands.
+            invoked = await s.inline(uri, *PLACE, invoked=True)
+            assert invoked.items and s.timings[-1].tier == "local"
+            Misbehaving.release.set()
+            # Not JSON: each keystroke answered at once, one message, and the tier rests between tries.
+            Misbehaving.how, Misbehaving.posts[:] = "garbage", []
+            line, col = PLACE
+            started = time.monotonic()
+            for i in range(10):
+                s.insert(uri, line, col + i, "q")  # (not the shown answer's text: no typing-cache hit)
+                assert not (await s.inline(uri, line, col + i + 1)).items
+                await settled(s)  # (a tier request a newer keystroke supersedes is no failure: none here)
+            elapsed = time.monotonic() - started
+            status = await s.status()
+            assert get(get(status, "tier"), "failed") >= 1
+            assert 1 <= len(Misbehaving.posts) <= asks_allowed(elapsed), (len(Misbehaving.posts), elapsed)
+            texts = [m.message for m in s.messages]
+            assert sum("second tier" in t and "not a completion" in t for t in texts) == 1, texts
+            # Busy (429), then down: one message each, and the local answers stand for requests the user made.
+            with refused_port() as port:
+                for how, where, said in (("busy", endpoint, "busy"), ("down", f"http://127.0.0.1:{port}", "connect")):
+                    Misbehaving.how = how
+                    await configure(s, {"escalate_endpoint": where, "escalate_budget_ms": 5000.0})
+                    for _ in range(2):  # a second failure of the same kind, once the tier has rested
+                        assert (await s.inline(uri, line, col + 10, invoked=True)).items
+                        await rested(s)
+                    assert get(get(await s.status(), "tier"), "failed") == 2
+                    texts = [m.message for m in s.messages]
+                    assert sum("second tier" in t and said in t for t in texts) == 1, texts
+            assert get(await s.status(), "ready")
+        finally:
+            await s.stop()
+
+    try:
+        run(go())
+    finally:
+        Misbehaving.release.set()
+        provider.shutdown()
