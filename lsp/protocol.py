@@ -45,6 +45,23 @@ def valid_id(msg_id: Any) -> bool:
     return isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
 
 
+def known_deviations(data: dict[str, Any]) -> None:
+    """Mend, in place, what real clients send differently from the protocol: vscode-languageclient (9.x)
+    passes an inline completion's context on as VS Code holds it: ``selectedCompletionInfo.range`` (a
+    completion item selected in the menu) as ``[start, end]``, not ``{"start", "end"}``, and the trigger
+    kind as VS Code numbers it (Invoke 0, Automatic 1; the protocol: Invoked 1, Automatic 2).  Read as is,
+    each such request failed.  A 0 can only mean VS Code's Invoke; a 1 cannot be told from the protocol's
+    (our VS Code extension sends the protocol's values)."""
+    if data.get("method") != "textDocument/inlineCompletion" or not isinstance(data.get("params"), dict):
+        return
+    context = data["params"].get("context")
+    if isinstance(context, dict) and context.get("triggerKind") == 0:
+        context["triggerKind"] = 1
+    info = context.get("selectedCompletionInfo") if isinstance(context, dict) else None
+    if isinstance(info, dict) and isinstance(info.get("range"), list) and len(info["range"]) == 2:
+        info["range"] = {"start": info["range"][0], "end": info["range"][1]}
+
+
 class CelerisProtocol(LanguageServerProtocol):
     def send_error(self, msg_id: Any, error: JsonRpcException) -> None:
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": error.code, "message": error.message}})
@@ -82,6 +99,7 @@ class CelerisProtocol(LanguageServerProtocol):
 
     def structure_message(self, data: dict[str, Any]):
         """The message as pygls's types, or None (after answering a request) when its fields cannot be read."""
+        known_deviations(data)
         try:
             if "id" in data and "error" in data:
                 return self._converter.structure(data, ResponseErrorMessage)

@@ -155,7 +155,9 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         rest_of_line = suffix.split("\n", 1)[0]
         if automatic and len(rest_of_line.strip()) > ls.settings.max_chars_after_cursor:
             return [], None
-        if alternatives == 1 and (cached := ls.typing.lookup(uri, prefix, suffix)) is not None:
+        cached = ls.typing.lookup(uri, prefix, suffix)
+        # (the second tier's answer also for a request the user made: it is what the tier had to say here)
+        if cached is not None and (alternatives == 1 or cached[1] == "escalated"):
             text, tier = cached
             total_ms = round((time.perf_counter() - t0) * 1e3, 3)
             ls.send_timings(uri, {"total_ms": total_ms, "source": "typing-cache", "tier": tier})
@@ -302,7 +304,12 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
     async def completion(ls: CelerisServer, params: types.CompletionParams):
         uri, position = params.text_document.uri, params.position
-        texts, _ = await complete_at(ls, uri, position, automatic=False)
+        # A menu opened by a trigger character or by typing (VS Code's quick suggestions) is a keystroke's
+        # request: quiet when unsure, the second tier later; one the user asked for (or a client that does
+        # not say) is answered now.
+        context = params.context
+        automatic = context is not None and context.trigger_kind != types.CompletionTriggerKind.Invoked
+        texts, _ = await complete_at(ls, uri, position, automatic=automatic)
         doc = ls.document(uri)
         if not texts or doc is None:  # (closed while the model ran)
             return types.CompletionList(is_incomplete=True, items=[])

@@ -191,6 +191,8 @@ class CelerisServer(LanguageServer):
         except CelerisError as exc:
             self.warn(str(exc))
             return
+        changed = sorted(k for k in new.values if new.values[k] != self.settings.values[k])
+        log.info("settings from %s: %s", source, ", ".join(changed) or "nothing changed")
         reload = reload and any(new.values[k] != self.settings.values[k] for k in ENGINE_KEYS)
         snippets_changed = any(new.values[k] != self.settings.values[k] for k in SNIPPET_KEYS)
         if any(new.values[k] != self.settings.values[k] for k in TIER_KEYS):

@@ -103,10 +103,14 @@ class Session:
             )
         )
 
-    async def completion(self, uri: str, line: int, character: int):
+    async def completion(self, uri: str, line: int, character: int, trigger: types.CompletionTriggerKind | None = None):
+        """``trigger``: the context's trigger kind (None: no context, as older clients send)."""
+        context = types.CompletionContext(trigger_kind=trigger, trigger_character=" ") if trigger else None
         return await self.client.text_document_completion_async(
             types.CompletionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line, character)
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line, character),
+                context=context,
             )
         )
 

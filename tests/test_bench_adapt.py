@@ -83,6 +83,7 @@ def test_short_run_adapts_on_the_workspace_and_compares_both_models_on_held_out_
     # Evaluation: the server's workspace is the adaptation's (the held-out file gone), same sites for both.
     on = p["drafts_on"]
     assert on["workspace_files"] == sorted(p["adapt_files"]) and on["same_decoding"]
+    assert on["server_settings"]["min_confidence"] == 0.0  # the models' answers, none held back as unsure
     base, adapted_sites = on["results"]["base"], on["results"]["adapted"]
     assert [(r["file"], r["line"], r["col"]) for r in base] == [(r["file"], r["line"], r["col"]) for r in adapted_sites]
     assert all(r["source"] == "model" for r in base + adapted_sites)
@@ -97,6 +98,7 @@ def test_cli_refuses_bad_choices_with_a_clear_message():
     for args, message in (
         (["--packages", "nosuch"], "unknown package(s) nosuch"),
         (["--set", "drafts=false"], "bench adapt sets it itself"),
+        (["--set", "min_confidence=0.2"], "bench adapt sets it itself"),
         (["--minutes", "0"], "--minutes and --lr above 0"),
         (["--lr", "-1e-4"], "--minutes and --lr above 0"),
     ):

@@ -3,6 +3,8 @@ below min_confidence (the model's recommended threshold at the cursor's place un
 shows it when asked,
 and says in its timings what it held back and how sure it was."""
 
+from lsprotocol import types
+
 from tests.lsp_session import Session, run
 
 URI = "file:///tmp/celeris-confidence-test.py"
@@ -21,8 +23,13 @@ def test_unsure_automatic_answers_are_held_back_and_invoked_ones_shown(shipped_m
         note = s.timings[-1]
         assert not automatic.items and note.shown is False and note.hidden
         assert 0.0 <= note.confidence < 0.999 and note.features.steps_run >= 1
+        # The completion menu opened by a trigger character (a keystroke) stays quiet too.
+        menu = await s.completion(URI, 4, 14, trigger=types.CompletionTriggerKind.TriggerCharacter)
+        assert not menu.items and s.timings[-1].hidden
         invoked = await s.inline(URI, 4, 14, invoked=True)
         assert invoked.items and invoked.items[0].insert_text.endswith(note.hidden)  # the user asked: shown
+        assert (await s.completion(URI, 4, 14, trigger=types.CompletionTriggerKind.Invoked)).items
+        assert (await s.completion(URI, 4, 14)).items  # a client that does not say: asked for
         await s.stop()
         s = Session(shipped_model_dir, init_options={**base, "min_confidence": 0.0})  # everything shown
         await s.start()

@@ -108,3 +108,23 @@ def test_finished_notifications_are_not_kept(wire):
         wire.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [change]})
         wire.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     assert wire.server.protocol._request_futures == {}
+
+
+def test_vscodes_selected_completion_range_as_a_list_is_read(wire):
+    """vscode-languageclient sends selectedCompletionInfo.range as [start, end]: read, not refused."""
+    params = {
+        "context": {"triggerKind": 1, "selectedCompletionInfo": {
+            "range": [{"line": 2, "character": 11}, {"line": 2, "character": 12}], "text": "total"}},
+        "textDocument": {"uri": URI},
+        "position": {"line": 2, "character": 12},
+    }  # fmt: skip
+    data = {"jsonrpc": "2.0", "id": 9, "method": "textDocument/inlineCompletion", "params": params}
+    message = wire.server.protocol.structure_message(data)
+    assert message is not None and wire.reply(9) is None  # read, and no error answered
+    selected = message.params.context.selected_completion_info
+    assert (selected.range.start.character, selected.range.end.character, selected.text) == (11, 12, "total")
+    # VS Code's own number for a request the user made (Invoke, 0): the protocol's Invoked.
+    data = {"jsonrpc": "2.0", "id": 10, "method": "textDocument/inlineCompletion", "params": {**params, "context": {
+        "triggerKind": 0}}}  # fmt: skip
+    message = wire.server.protocol.structure_message(data)
+    assert message.params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked and wire.reply(10) is None

@@ -11,6 +11,7 @@ import pynvim
 import pytest
 
 from tests.conftest import REPO
+from tests.second_tier import SecondTier
 
 NVIM = Path(sys.executable).parent / "nvim"
 PLUGIN = REPO / "editor_plugins" / "neovim"
@@ -27,14 +28,14 @@ def wait_for(check, timeout=60.0, interval=0.05):
     raise TimeoutError("condition not met in time")
 
 
-def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str):
-    """Neovim with the plugin for ``filetype`` (the server's settings: ``mode``), editing ``path``."""
+def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str, extra: dict | None = None):
+    """Neovim with the plugin for ``filetype`` (the server's settings: ``mode``, and ``extra``), editing ``path``."""
     if not NVIM.exists():
         pytest.fail(f"Neovim is missing from the environment ({NVIM}); `make test` installs it")
     vim = pynvim.attach("child", argv=[str(NVIM), "--embed", "--headless", "--clean", "-n"])
     vim.exec_lua(
         """
-        local plugin, python, model, filetype, mode = ...
+        local plugin, python, model, filetype, mode, extra = ...
         vim.opt.runtimepath:prepend(plugin)
         vim.cmd("runtime plugin/celeris.lua")
         vim.o.expandtab = false
@@ -42,7 +43,8 @@ def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str):
           cmd = { python, "-m", "celeris_complete.cli", "lsp" },
           filetypes = { filetype },
           -- A high end-of-span penalty keeps the suggestions non-empty: these tests check mechanics.
-          settings = { model = model, mode = mode, eos_penalty = 8.0, max_chars_after_cursor = 10, min_confidence = 0 },
+          settings = vim.tbl_extend("force", { model = model, mode = mode, eos_penalty = 8.0,
+            max_chars_after_cursor = 10, min_confidence = 0 }, extra),
         })
         """,
         str(PLUGIN),
@@ -50,6 +52,7 @@ def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str):
         str(model_dir),
         filetype,
         mode,
+        extra or {},
     )
     vim.command(f"edit {path}")
     wait_for(lambda: vim.exec_lua('return #vim.lsp.get_clients({name = "celeris"})') > 0)
@@ -201,3 +204,21 @@ def test_health_and_statusline(nvim):
         'vim.cmd("checkhealth celeris"); return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\\n")'
     )
     assert "server command found" in health or "model loads" in health
+
+
+def test_the_second_tiers_answer_is_shown_when_it_comes_and_the_statusline_says_so(shipped_model_dir, tmp_path):
+    """min_confidence 1: the local answer stays quiet; the tier's comes later (celeris/escalated), and the
+    plugin asks again where the cursor still is."""
+    path = tmp_path / "example.py"
+    path.write_text("def add(first, second):\n    total = first + second\n    return \n")
+    provider, url = SecondTier.start()
+    vim = open_in_nvim(shipped_model_dir, path, "python", "line", {"min_confidence": 1.0, "escalate_endpoint": url})
+    try:
+        assert type_at_end_of_return(vim) == SecondTier.TEXT
+        assert vim.exec_lua('return require("celeris").statusline()').endswith(" tier2")
+        vim.input("<Tab>")
+        wait_for(lambda: line(vim) != "    return t")
+        assert line(vim) == "    return t" + SecondTier.TEXT
+    finally:
+        vim.close()
+        provider.shutdown()

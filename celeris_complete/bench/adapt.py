@@ -205,9 +205,10 @@ def evaluate_package(
         for drafted in drafts:
             key = "drafts_on" if drafted else "drafts_off"
             for label in MODELS:
-                served = asyncio.run(
-                    _serve_sites(root, files, sites, {**options, "model": str(models[label]), "drafts": drafted})
-                )
+                # The models' answers, not the quiet rule: a calibration is the base model's own (an adapted
+                # model has none), so min_confidence would hold back the base model's unsure answers only.
+                settings = {**options, "model": str(models[label]), "drafts": drafted, "min_confidence": 0.0}
+                served = asyncio.run(_serve_sites(root, files, sites, settings))
                 runs.setdefault(key, {})[label] = served
     out: dict = {}
     for key, pair in runs.items():

@@ -161,9 +161,9 @@ def bench_adapt(
     if replay is not None and not 0 <= replay < 1:
         fail("--replay is a share of the training text, from 0 to below 1")
     options = server_options(dict(budget_ms=budget_ms), setting)
-    for key in ("model", "drafts"):
+    for key in ("model", "drafts", "min_confidence"):
         if key in options:
-            fail(f"--set {key}: bench adapt sets it itself (--model, --drafts-off)")
+            fail(f"--set {key}: bench adapt sets it itself (--model, --drafts-off; every answer shown)")
 
     def save(result: dict) -> None:  # after each package: an interrupted run keeps what it measured
         if output:

@@ -1,12 +1,15 @@
 // Installs the .vsix into a fresh code-server, opens a Python file, types, waits for the ghost text,
-// accepts it with Tab and checks the line. Usage: node run.mjs VSIX PYTHON MODEL_DIR OUT_DIR
+// accepts it with Tab and checks the line. Usage: node run.mjs VSIX PYTHON MODEL_DIR OUT_DIR [TIER_URL TIER_TEXT]
+// With a second tier (a server answering every completion with TIER_TEXT): then every local answer is made
+// unsure (min_confidence 1), and the tier's answer must come up as ghost text on a new line, with the status
+// bar saying that the second tier answered.
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { chromium } from "playwright-core";
 
-const [vsix, python, model, outDir] = process.argv.slice(2);
+const [vsix, python, model, outDir, tierUrl, tierText] = process.argv.slice(2);
 const here = new URL(".", import.meta.url).pathname;
 const codeServer = join(here, "node_modules", ".bin", "code-server");
 // code-server needs this very Node (24): put it first on PATH for everything spawned here.
@@ -19,7 +22,7 @@ mkdirSync(join(dataDir, "User"), { recursive: true });
 mkdirSync(work, { recursive: true });
 mkdirSync(outDir, { recursive: true });
 writeFileSync(join(work, "example.py"), "def add(first, second):\n    total = first + second\n    return \n");
-writeFileSync(join(dataDir, "User", "settings.json"), JSON.stringify({
+const settings = {
   "security.workspace.trust.enabled": false,
   "workbench.startupEditor": "none",
   "editor.inlineSuggest.enabled": true,
@@ -31,7 +34,8 @@ writeFileSync(join(dataDir, "User", "settings.json"), JSON.stringify({
   "celeris.model": model,
   // A high end-of-span penalty keeps suggestions non-empty: this test checks mechanics.
   "celeris.serverSettings": { "eos_penalty": 8.0, "mode": "line", "max_chars_after_cursor": 10, "min_confidence": 0 },
-}));
+};
+writeFileSync(join(dataDir, "User", "settings.json"), JSON.stringify(settings));
 
 const install = spawnSync(codeServer, ["--user-data-dir", dataDir, "--extensions-dir", extDir, "--install-extension", vsix],
   { encoding: "utf8", env });
@@ -104,6 +108,31 @@ try {
   const status = await page.locator(".statusbar-item", { hasText: "celeris" }).first().innerText();
   const accepted = line === "    return t" + ghost && colAfter === colBefore + ghost.length;
   const result = { ghost, line, colBefore, colAfter, status, accepted };
+  if (tierUrl) {
+    // The second tier: the workspace's settings (VS Code notices the new file), a new line, the tier's answer.
+    mkdirSync(join(work, ".vscode"), { recursive: true });
+    writeFileSync(join(work, ".vscode", "settings.json"), JSON.stringify({
+      "editor.quickSuggestions": { "other": "off", "comments": "off", "strings": "off" }, // no menu over the line
+      "celeris.escalateEndpoint": tierUrl,
+      "celeris.serverSettings": { ...settings["celeris.serverSettings"], "min_confidence": 1, "escalate_budget_ms": 10000 },
+    }));
+    await waitFor(() => readFileSync(join(outDir, "server.log"), "utf8").includes("escalate_endpoint"), 60000,
+      "the server taking the second tier's settings");
+    await page.locator(".monaco-editor .view-line", { hasText: "return t" }).first().click();
+    await page.keyboard.press("End");
+    await page.keyboard.press("Enter");
+    // The last keystroke's local answer stays quiet (as "return t" got one before, it gets one now); the
+    // tier's shows only if the extension asks again when the server says it came (celeris/escalated).
+    await page.keyboard.type("return t");
+    const tierGhost = await waitFor(async () => {
+      const shown = await page.locator(".ghost-text-decoration, .ghost-text").allInnerTexts();
+      const text = shown.join("").replace(/\u00a0/g, " ").trim(); // (blanks are drawn as no-break spaces)
+      return text === tierText ? text : "";
+    }, 30000, "the second tier's ghost text").catch(() => "");
+    await page.screenshot({ path: join(outDir, "tier-ghost-text.png") });
+    result.tierGhost = tierGhost;
+    result.tierStatus = await page.locator(".statusbar-item", { hasText: "celeris" }).first().innerText();
+  }
   writeFileSync(join(outDir, "result.json"), JSON.stringify(result, null, 2));
   console.log(JSON.stringify(result));
   if (!result.accepted) throw new Error(`Tab did not insert the suggestion: ${JSON.stringify(result)}`);

@@ -2,12 +2,14 @@
 // completions as ghost text (with its own partial accept); a status bar item shows the last latency.
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from "vscode-languageclient/node";
-import { serverSettings, statusText } from "./settings";
+import { protocolInlineContext, serverSettings, statusText } from "./settings";
 
 let client: LanguageClient | undefined;
 let status: vscode.StatusBarItem;
 let lastMs: number | undefined;
 let lastSource: string | undefined;
+let lastTier: string | undefined;
+let lastConfidence: number | null | undefined;
 
 function config() {
   const c = vscode.workspace.getConfiguration("celeris");
@@ -25,13 +27,16 @@ function config() {
       endpoint: c.get<string>("endpoint"),
       apiKeyEnv: c.get<string>("apiKeyEnv"),
       api: c.get<string>("api"),
+      escalateEndpoint: c.get<string>("escalateEndpoint"),
+      escalateApiKeyEnv: c.get<string>("escalateApiKeyEnv"),
+      escalateApi: c.get<string>("escalateApi"),
       serverSettings: c.get<Record<string, unknown>>("serverSettings"),
     }),
   };
 }
 
 function refreshStatus() {
-  status.text = statusText(config().enabled, lastMs, lastSource);
+  status.text = statusText(config().enabled, lastMs, lastSource, lastTier, lastConfidence);
   status.tooltip = "celeris-complete: click to turn completions on or off";
 }
 
@@ -44,17 +49,37 @@ async function start(context: vscode.ExtensionContext) {
     initializationOptions: c.settings,
     middleware: {
       provideInlineCompletionItems: (document, position, ctx, token, next) =>
-        config().enabled ? next(document, position, ctx, token) : undefined,
+        config().enabled
+          ? next(document, position, { ...ctx, ...protocolInlineContext(ctx) } as vscode.InlineCompletionContext, token)
+          : undefined,
     },
   };
   client = new LanguageClient("celeris", "celeris-complete", serverOptions, clientOptions);
   client.registerProposedFeatures(); // textDocument/inlineCompletion is a proposed (3.18) feature here
   context.subscriptions.push(
-    client.onNotification("celeris/timings", (params: { total_ms?: number; source?: string }) => {
-      lastMs = params.total_ms;
-      lastSource = params.source;
-      refreshStatus();
-    }),
+    client.onNotification(
+      "celeris/timings",
+      (params: { total_ms?: number; source?: string; tier?: string; confidence?: number | null }) => {
+        lastMs = params.total_ms;
+        lastSource = params.source;
+        lastTier = params.tier;
+        lastConfidence = params.confidence;
+        refreshStatus();
+      },
+    ),
+    // The second tier answered a keystroke the local model stayed quiet on: ask again (answered from the
+    // server's cache) if the cursor is still where it was asked, in the same version of the document.
+    client.onNotification(
+      "celeris/escalated",
+      (params: { uri: string; version: number; position: { line: number; character: number } }) => {
+        const editor = vscode.window.activeTextEditor;
+        if (!editor || editor.document.uri.toString() !== vscode.Uri.parse(params.uri).toString()) return;
+        const at = editor.selection.active;
+        if (editor.document.version !== params.version || !editor.selection.isEmpty) return;
+        if (at.line !== params.position.line || at.character !== params.position.character) return;
+        vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+      },
+    ),
   );
   await client.start();
 }

@@ -20,7 +20,8 @@ M.defaults = {
 
 M.config = vim.deepcopy(M.defaults)
 M.enabled = true
-M.last = { latency_ms = nil, source = nil } -- the last completion's timings (celeris/timings)
+-- The last completion's timings (celeris/timings): latency, source, the tier that answered, confidence.
+M.last = { latency_ms = nil, source = nil, tier = nil, confidence = nil }
 
 local native = vim.lsp.inline_completion ~= nil and vim.lsp.inline_completion.get ~= nil
 local ns = vim.api.nvim_create_namespace("celeris.ghost")
@@ -205,12 +206,41 @@ function M.toggle()
   vim.notify("celeris-complete " .. (M.enabled and "on" or "off"))
 end
 
---- A statusline component: the last completion's latency.
+--- A statusline component: the last completion's latency, and who answered: "tier2" when the second
+--- tier (escalate_endpoint) did, else the local answer's confidence.
 function M.statusline()
   if not M.last.latency_ms then
     return ""
   end
-  return string.format("celeris %.0fms", M.last.latency_ms)
+  local text = string.format("celeris %.0fms", M.last.latency_ms)
+  if M.last.tier == "escalated" then
+    return text .. " tier2"
+  elseif type(M.last.confidence) == "number" then
+    return text .. string.format(" %d%%", math.floor(M.last.confidence * 100 + 0.5))
+  end
+  return text
+end
+
+-- The second tier answered a keystroke the local model stayed quiet on: ask again (the server answers
+-- from its cache) if the cursor is still where it was asked, in the same version of the buffer.
+local function on_escalated(params)
+  local bufnr = vim.api.nvim_get_current_buf()
+  if vim.uri_from_bufnr(bufnr) ~= params.uri or not vim.api.nvim_get_mode().mode:match("^i") then
+    return
+  end
+  local client = client_for(bufnr)
+  if not client or vim.lsp.util.buf_versions[bufnr] ~= params.version then
+    return
+  end
+  local here = vim.lsp.util.make_position_params(0, client.offset_encoding).position
+  if here.line ~= params.position.line or here.character ~= params.position.character then
+    return
+  end
+  if native then
+    vim.api.nvim_exec_autocmds("CursorMovedI", { buffer = bufnr, modeline = false })
+  else
+    request_ghost(bufnr)
+  end
 end
 
 ---------------------------------------------------------------------------------------------
@@ -251,7 +281,13 @@ local function start(bufnr)
     init_options = M.config.settings,
     handlers = {
       ["celeris/timings"] = function(_, params)
-        M.last = { latency_ms = params.total_ms, source = params.source }
+        M.last = { latency_ms = params.total_ms, source = params.source, tier = params.tier,
+                   confidence = params.confidence }
+      end,
+      ["celeris/escalated"] = function(_, params)
+        vim.schedule(function()
+          on_escalated(params)
+        end)
       end,
     },
   }, { bufnr = bufnr })
