@@ -78,3 +78,33 @@ def test_long_context_fills_the_shipped_model_up_to_1k_tokens(shipped_model_dir)
 def test_cursors_deep_in_files():
     for text, at, _ in sample_cursors(6, seed=1, min_offset=6000):
         assert 6000 <= at < len(text)
+
+
+def test_selftest_reports_which_tier_answers(shipped_model_dir):
+    """min_confidence 1: every local answer is unsure, so each goes to the second tier (a local server
+    answering with one line); a tier that is down fails each time, its error said once."""
+    from tests.second_tier import SecondTier
+    from tests.test_serve import refused_port
+
+    server, url = SecondTier.start()
+    try:
+        values = {"model": str(shipped_model_dir), "min_confidence": 1.0, "escalate_endpoint": url, "threads": 1}
+        engine = Engine(load_settings(values, environ={}, user_file=shipped_model_dir / "x"))
+        result = run_selftest(engine, budget_ms=60_000, requests=4, keystrokes=1, long_requests=0)
+    finally:
+        server.shutdown()
+    local, second = result["tiers"]["local"], result["tiers"]["second"]
+    assert local["answers"] >= 1 and local["unsure"] == local["answers"]
+    assert second["endpoint"] == url and second["asked"] == second["answered"] == local["unsure"]
+    assert second["failed"] == 0 and second["p50_ms"] is not None
+    assert f"second tier {url}: asked {second['asked']}, answered {second['answered']}" in render(result)
+    with refused_port() as port:
+        values["escalate_endpoint"] = f"http://127.0.0.1:{port}"
+        engine = Engine(load_settings(values, environ={}, user_file=shipped_model_dir / "x"))
+        down = run_selftest(engine, budget_ms=60_000, requests=4, keystrokes=1, long_requests=0)["tiers"]["second"]
+    assert down["failed"] == down["asked"] >= 1 and down["answered"] == 0
+    assert len(down["errors"]) == 1 and "cannot connect" in down["errors"][0]
+    # Without a second tier: the local answers, and how many were unsure.
+    engine = Engine(load_settings({"model": str(shipped_model_dir)}, environ={}, user_file=shipped_model_dir / "x"))
+    alone = run_selftest(engine, budget_ms=60_000, requests=4, keystrokes=1, long_requests=0)["tiers"]
+    assert alone["second"] is None and alone["local"]["answers"] >= 1

@@ -267,6 +267,7 @@ def test_fim_completion(client):
     assert body["object"] == "fim.completion" and body["model"] == "celeris-default"
     assert choice["text"].strip() and choice["message"] == {"role": "assistant", "content": choice["text"]}
     assert choice["finish_reason"] in ("stop", "length")
+    assert 0.0 < choice["confidence"] < 1.0  # the shipped model's calibrated probability that it is right
     assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0
     timing = dict(part.split(";dur=") for part in r.headers["server-timing"].split(", "))
     assert set(timing) == PHASES and float(timing["refine"]) > 0
@@ -321,6 +322,7 @@ def test_stream(client):
     assert all(c["object"] == "text_completion" and len(c["choices"]) == 1 for c in chunks)
     assert "".join(c["choices"][0]["text"] for c in chunks) == want
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] in ("stop", "length")
+    assert 0.0 < chunks[-1]["choices"][0]["confidence"] < 1.0  # on each choice's last chunk
     assert chunks[-1]["usage"]["completion_tokens"] > 0
 
 
@@ -479,6 +481,7 @@ def test_openai_client_chat_completions_fill_the_marker(server, client):
         assert got.object == "chat.completion" and got.id.startswith("chatcmpl-")
         assert got.choices[0].message.role == "assistant" and got.choices[0].message.content == want
         assert got.choices[0].finish_reason in ("stop", "length") and got.usage.completion_tokens > 0
+        assert 0.0 < got.choices[0].model_extra["confidence"] < 1.0  # ours: the client keeps a field it does not know
         if mode == "line":
             assert "\n" not in want
     stream = api.chat.completions.create(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
+import time
 from pathlib import Path
 
 import torch
 
 from celeris_complete.backends.traced import TracedModel
 from celeris_complete.engine import Engine, InfillRequest
+from celeris_complete.engine.tiers import Tier
+from celeris_complete.errors import CelerisError
 from celeris_complete.system.hardware import cpu_has_bf16_units, hardware
 
 SOURCES = Path(__file__).resolve().parents[1]  # this package's own code: present on every install
@@ -129,6 +133,7 @@ def run_selftest(
     for text, at, mode in cursors[:3]:  # warm-up
         engine.complete(InfillRequest(text[:at], text[at:], mode=mode))
     miss, keystroke, phases = [], [], {k: [] for k in ("tokenize", "context_encode", "detokenize", "postprocess")}
+    tiers = TierReport(engine.settings)
     keystroke_encode, steps, tokens, refine_s = [], [], 0, 0.0
     for text, at, mode in cursors:
         # The user writes the rest of this line anew: the suffix is what follows the line.
@@ -139,6 +144,7 @@ def run_selftest(
         # As the language server's automatic requests: checked by the compiler, no samples drawn for it.
         done = engine.complete(InfillRequest(text[:at], suffix, mode=mode, language="python", repair_samples=False))
         miss.append(done.timings_ms["total"])
+        tiers.local_answer(done, InfillRequest(text[:at], suffix, mode=mode, language="python"))
         for k in phases:
             phases[k].append(done.timings_ms[k])
         steps += done.timings_ms["steps"]
@@ -180,11 +186,62 @@ def run_selftest(
         "tokens_per_second": round(tokens / refine_s, 1) if refine_s else None,
         "one_token_per_step": speedup,
         "cache": cache_stats,
+        "tiers": tiers.result(),  # which tier answered the new places (a second one: asked when unsure)
     }
     ok = keystroke_s["p95"] <= budget_ms and miss_s["p95"] <= budget_ms
     result["verdict"] = "pass" if ok else "fail"
     result["advice"] = [] if ok else advice(engine, result)
     return result
+
+
+class TierReport:
+    """Which tier answers the new places: the local engine, and with ``escalate_endpoint`` set the second
+    tier, asked (as the language server asks it) where the local answer is below its threshold.  Its
+    latencies are its own: the local ones above are measured without it."""
+
+    def __init__(self, settings) -> None:
+        self.tier = Tier(settings) if settings.escalate_endpoint else None
+        self.budget_ms = settings.escalate_budget_ms
+        self.answers = self.unsure = self.asked = self.answered = self.empty = self.failed = 0
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+
+    def local_answer(self, done, req: InfillRequest) -> None:
+        if not done.text.strip():
+            return
+        self.answers += 1
+        if done.confidence is None or done.confidence >= done.min_confidence:
+            return
+        self.unsure += 1
+        if self.tier is None:
+            return
+        self.asked += 1
+        t0 = time.perf_counter()
+        try:
+            escalated = self.tier.complete(dataclasses.replace(req, deadline_ms=self.budget_ms))
+        except CelerisError as exc:
+            self.failed += 1
+            if str(exc) not in self.errors:
+                self.errors.append(str(exc))
+            return
+        self.answered += 1
+        self.latencies.append((time.perf_counter() - t0) * 1e3)
+        if escalated is None or not escalated.text.strip():
+            self.empty += 1  # (nothing to say there, or an answer the checks here withheld)
+
+    def result(self) -> dict:
+        out: dict = {"local": {"answers": self.answers, "unsure": self.unsure}, "second": None}
+        if self.tier is not None:
+            out["second"] = {
+                "endpoint": self.tier.endpoint,
+                "asked": self.asked,
+                "answered": self.answered,
+                "empty": self.empty,
+                "failed": self.failed,
+                "p50_ms": round(percentile(self.latencies, 50), 1) if self.latencies else None,
+                "errors": self.errors[:3],
+            }
+        return out
 
 
 def advice(engine: Engine, result: dict) -> list[str]:
@@ -208,6 +265,23 @@ def advice(engine: Engine, result: dict) -> list[str]:
     if not tips:
         tips.append(f"a larger budget: budget_ms = {int(result['keystroke_ms']['p95'] * 1.5)}")
     return tips
+
+
+def tier_lines(tiers: dict | None) -> list[str]:
+    if not tiers:
+        return []
+    local, second = tiers["local"], tiers["second"]
+    lines = [f"tiers      local answered {local['answers']} new places, {local['unsure']} below min_confidence"]
+    if second is None:
+        lines[0] += " (no second tier: escalate_endpoint)"
+        return lines
+    p50 = f", p50 {second['p50_ms']:.0f} ms" if second["p50_ms"] is not None else ""
+    lines.append(
+        f"           second tier {second['endpoint']}: asked {second['asked']}, answered {second['answered']} "
+        f"({second['empty']} empty), failed {second['failed']}{p50}"
+    )
+    lines += [f"           second tier error: {e}" for e in second["errors"]]
+    return lines
 
 
 def render(result: dict) -> str:
@@ -242,6 +316,7 @@ def render(result: dict) -> str:
             if sp
             else ["remote     phases are the server's (Server-Timing); the rest is the network and this client"]
         ),
+        *tier_lines(result.get("tiers")),
         f"verdict    {result['verdict'].upper()} against a {result['budget_ms']:.0f} ms budget (p95)",
     ]
     lines += [f"  try: {tip}" for tip in result["advice"]]

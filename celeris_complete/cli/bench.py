@@ -42,10 +42,15 @@ def selftest(
     endpoint: EndpointOption = None,
     api: ApiOption = None,
     api_key_env: ApiKeyEnvOption = None,
+    escalate_endpoint: Annotated[
+        Optional[str], typer.Option(help="A second tier, asked where the local answer is below min_confidence.")
+    ] = None,
+    escalate_api: Annotated[Optional[str], typer.Option(help="The second tier's API: fim, completions, chat.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     trust_remote_code: TrustOption = False,
 ) -> None:
-    """Measure completion latency on this machine against the keystroke budget; say what to change."""
+    """Measure completion latency on this machine against the keystroke budget; say what to change; and
+    which tier answers (with a second one configured, how it answers where the local answer is unsure)."""
 
     from celeris_complete.bench.selftest import render, run_selftest
     from celeris_complete.config import load_settings
@@ -63,6 +68,8 @@ def selftest(
         endpoint=endpoint,
         api=api,
         api_key_env=api_key_env,
+        escalate_endpoint=escalate_endpoint,
+        escalate_api=escalate_api,
     )
     try:
         settings = load_settings(overrides)

@@ -174,10 +174,12 @@ def new_id(kind: str) -> str:
     return f"{kind}-{uuid.uuid4().hex[:24]}"
 
 
-def choice(index: int, text: str, finish_reason: str | None, fim: bool) -> dict:
+def choice(index: int, text: str, finish_reason: str | None, fim: bool, confidence: float | None = None) -> dict:
     """A choice readable by both kinds of clients on the FIM endpoint: ``text`` (OpenAI's completions,
-    Mercury) and ``message.content`` (Mistral's FIM responses)."""
-    out: dict = {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    Mercury) and ``message.content`` (Mistral's FIM responses); ``confidence`` is ours (clients ignore a
+    field they do not know)."""
+    out: dict = {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason,
+                 "confidence": confidence}  # fmt: skip
     if fim:
         out["message"] = {"role": "assistant", "content": text}
     return out
@@ -194,13 +196,17 @@ def _envelope(rid: str, model: str, kind: str, choices: list[dict], **extra) -> 
     return {"id": rid, "object": kind, "created": int(time.time()), "model": model, "choices": choices, **extra}
 
 
-def chat_choice(index: int, text: str, finish_reason: str | None) -> dict:
+def chat_choice(index: int, text: str, finish_reason: str | None, confidence: float | None = None) -> dict:
     return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": None,
-            "finish_reason": finish_reason}  # fmt: skip
+            "finish_reason": finish_reason, "confidence": confidence}  # fmt: skip
 
 
-def chat_chunk(rid: str, model: str, index: int, delta: dict, finish_reason: str | None, **extra) -> dict:
+def chat_chunk(
+    rid: str, model: str, index: int, delta: dict, finish_reason: str | None, confidence: float | None = None, **extra
+) -> dict:
     item = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    if finish_reason is not None:  # the choice's last chunk says how sure the answer is
+        item["confidence"] = confidence
     return _envelope(rid, model, "chat.completion.chunk", [item], **extra)
 
 

@@ -112,6 +112,7 @@ class Row:
     pending: torch.Tensor
     step_times: list[float]
     kept: list[int]
+    trace: list  # the refinement's SpanTrace (what the answer's confidence is read from)
 
 
 class BatchScheduler(Scheduler):
@@ -219,12 +220,13 @@ class BatchScheduler(Scheduler):
 
             step_times: list[float] = []
             kept: list[int] = []
+            trace: list = []
             steps = refine(
                 1, engine.device, p.canvas, engine.ids, settings, should_stop, job.cancel.is_set, p.first_allowed,
                 step_times, p.draft_ids, engine.settings.draft_threshold, kept, None, on_step,
-                engine.settings.draft_veto,
+                engine.settings.draft_veto, trace=trace,
             )  # fmt: skip
-            row = Row(running, i, steps, None, step_times, kept)  # type: ignore[arg-type]
+            row = Row(running, i, steps, None, step_times, kept, trace)  # type: ignore[arg-type]
             try:
                 row.pending = next(steps)
             except StopIteration as finished:  # (a refinement always asks for one step; kept for safety)
@@ -276,6 +278,7 @@ class BatchScheduler(Scheduler):
     def _finish(self, row: Row, result: tuple) -> None:
         from celeris_complete.checks.postprocess import postprocess
         from celeris_complete.engine import Completion
+        from celeris_complete.engine.confidence import features
         from celeris_complete.model.diffusion import span_tokens
 
         engine = self.engine
@@ -305,8 +308,13 @@ class BatchScheduler(Scheduler):
             offered = {"source": p.draft.source, "votes": p.draft.count, "tokens": int(p.draft_ids.numel()),
                        "kept": row.kept[0] if row.kept else 0}  # fmt: skip
         cache = r.cache if first else "hit"
+        # How sure: as the engine's answers are (no compiler's check here: the server is told no language).
+        known = features(row.trace[0] if row.trace else None, len(span), ran, offered, "", p.mode, r.job.prefix,
+                         r.job.suffix, text, after_cursor, heal)  # fmt: skip
+        confidence = engine.calibrator.predict(known) if engine.calibrator is not None and text.strip() else None
         c = Completion(text, p.mode, ran, len(span), cache, len(p.ctx.tokens), timings, raw, heal,
-                       p.ctx.snippet_tokens, offered)  # fmt: skip
+                       p.ctx.snippet_tokens, offered, (), "", known, confidence,
+                       engine.min_confidence_for(known))  # fmt: skip
         r.done.append((row.index, c))
         r.rows_left -= 1
         if r.rows_left == 0:

@@ -92,7 +92,9 @@ def job_error(exc: BaseException) -> ApiError:
 
 @dataclass
 class Answer:
-    choices: list[tuple[str, str]]  # (text, finish_reason)
+    # (text, finish_reason, confidence: the engine's calibrated probability that the text is right, or
+    # None where the model ships no calibration or the answer is empty)
+    choices: list[tuple[str, str, float | None]]
     usage: dict
     phases: dict[str, float]
 
@@ -105,7 +107,7 @@ def answer(server: CompletionServer, req: CompletionRequest, job: Job, result: J
         text, stopped = cut_at_stop(c.text, req.stop)
         cap = job.max_tokens or (engine.settings.canvas_line if c.mode == "line" else engine.settings.canvas_block)
         cap = min(cap, int(engine.max_canvas))
-        choices.append((text, "length" if not stopped and c.tokens >= cap else "stop"))
+        choices.append((text, "length" if not stopped and c.tokens >= cap else "stop", c.confidence))
     cs = result.completions
 
     def total(*keys: str) -> float:
@@ -208,7 +210,7 @@ async def completions(request: Request, fim: bool, chat: bool = False) -> Respon
         if chat:
             return chat_response(rid, server.model_id, done, req, headers)
         if not req.stream:
-            choices = [choice(i, text, finish, fim) for i, (text, finish) in enumerate(done.choices)]
+            choices = [choice(i, text, finish, fim, p) for i, (text, finish, p) in enumerate(done.choices)]
             body = response_body(rid, server.model_id, choices, done.usage, fim, done.phases)
             return JSONResponse(body, headers=headers)
         return StreamingResponse(
@@ -229,14 +231,14 @@ def chat_response(rid: str, model: str, done: Answer, req: CompletionRequest, he
     """The answer in the chat completions shape: whole, or as a stream (the role, the text, the end, and
     the usage when the request's ``stream_options`` asks for it)."""
     if not req.stream:
-        choices = [chat_choice(i, text, finish) for i, (text, finish) in enumerate(done.choices)]
+        choices = [chat_choice(i, text, finish, p) for i, (text, finish, p) in enumerate(done.choices)]
         return JSONResponse(chat_body(rid, model, choices, done.usage, done.phases), headers=headers)
 
     async def stream():
-        for i, (text, finish) in enumerate(done.choices):
+        for i, (text, finish, p) in enumerate(done.choices):
             yield sse(chat_chunk(rid, model, i, {"role": "assistant", "content": ""}, None))
             yield sse(chat_chunk(rid, model, i, {"content": text}, None))
-            yield sse(chat_chunk(rid, model, i, {}, finish))
+            yield sse(chat_chunk(rid, model, i, {}, finish, confidence=p))
         if req.include_usage:
             yield sse({**chat_chunk(rid, model, 0, {}, None, usage=done.usage, timings=done.phases), "choices": []})
         yield sse("[DONE]")
@@ -246,10 +248,10 @@ def chat_response(rid: str, model: str, done: Answer, req: CompletionRequest, he
 
 async def stream_answer(rid: str, model: str, done: Answer, fim: bool):
     last = len(done.choices) - 1
-    for i, (text, finish) in enumerate(done.choices):
+    for i, (text, finish, p) in enumerate(done.choices):
         yield sse(chunk_body(rid, model, [chunk_choice(i, text, None, fim)], fim))
         extra = {"usage": done.usage, "timings": done.phases} if i == last else {}
-        yield sse(chunk_body(rid, model, [chunk_choice(i, "", finish, fim)], fim, **extra))
+        yield sse(chunk_body(rid, model, [{**chunk_choice(i, "", finish, fim), "confidence": p}], fim, **extra))
     yield sse("[DONE]")
 
 
