@@ -4,6 +4,7 @@ adapting a tiny model, then both models through the real server) on a local toy 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from celeris_complete.bench.adapt import MIN_FILES, cut_into_parts, paired_interval, run, split_files
 from celeris_complete.bench.repo import python_files
 from celeris_complete.cli import app
+from celeris_complete.engine.confidence import CORE, FEATURES, FORMAT, PLACES, expand
 from tests.test_bench_repo import CLASS, MODULES
 
 # Twice bench repo's modules: enough text for the tiny model's adaptation to hold some out for its check.
@@ -64,8 +66,16 @@ def test_short_run_adapts_on_the_workspace_and_compares_both_models_on_held_out_
     for name, text in toy_files().items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
+    # A calibration sure of nothing: the language server would hold back every answer of the base model.
+    base_model = tmp_path / "tiny-sure-of-nothing"
+    shutil.copytree(tiny_model_dir, base_model)
+    width = len(expand({}))
+    zeros, ones = [0.0] * width, [1.0] * width
+    unsure = {"mean": zeros, "scale": ones, "weights": zeros, "bias": -10.0, "min_confidence": 0.5}
+    spec = {"format": FORMAT, "features": list(FEATURES), "core": list(CORE), "places": dict.fromkeys(PLACES, unsure)}
+    (base_model / "confidence.json").write_text(json.dumps(spec))
     result = run(
-        [("things", "0")], minutes=0.05, model=str(tiny_model_dir), sites=6, drafts_off=False,
+        [("things", "0")], minutes=0.05, model=str(base_model), sites=6, drafts_off=False,
         fetch=lambda name, version: root, recipe={"lr": 2e-3},
     )  # fmt: skip
     p = result["packages"]["things"]
@@ -84,6 +94,7 @@ def test_short_run_adapts_on_the_workspace_and_compares_both_models_on_held_out_
     on = p["drafts_on"]
     assert on["workspace_files"] == sorted(p["adapt_files"]) and on["same_decoding"]
     assert on["server_settings"]["min_confidence"] == 0.0  # the models' answers, none held back as unsure
+    assert any(r["got"] for r in on["results"]["base"]) and not any(r.get("hidden") for r in on["results"]["base"])
     base, adapted_sites = on["results"]["base"], on["results"]["adapted"]
     assert [(r["file"], r["line"], r["col"]) for r in base] == [(r["file"], r["line"], r["col"]) for r in adapted_sites]
     assert all(r["source"] == "model" for r in base + adapted_sites)
