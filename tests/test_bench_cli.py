@@ -13,15 +13,21 @@ def cli(*args, timeout=600):
     return r.stdout
 
 
+def counts(quiet: dict) -> list[int]:
+    return [quiet[k] for k in ("right_shown", "wrong_shown", "right_held", "wrong_held")]
+
+
 def test_quality_quick_subset_on_the_shipped_model(tmp_path):
     out = tmp_path / "q.json"
-    summary = json.loads(cli("bench", "quality", "--limit", "8", "--output", str(out)))
+    png = tmp_path / "q.png"
+    summary = json.loads(cli("bench", "quality", "--limit", "8", "--output", str(out), "--plot", str(png)))
+    assert png.read_bytes()[:4] == b"\x89PNG"  # the reliability diagram and precision/coverage curve
     assert summary["tasks"] == 8 and 0 <= summary["pass@1"] <= 1
     assert summary["settings"]["eos_penalty"] == 1.0  # the model's recommended setting, as used
     quiet = summary["quiet"]  # the language server's rule at the model's recommended min_confidence
     answered = round(8 * (1 - summary["empty_rate"]))
     assert set(quiet["min_confidence"]) == {"blank", "indent", "mid"} and 0 < quiet["min_confidence"]["blank"] < 1
-    assert sum(quiet["exact"].values()) == sum(quiet["passed"].values()) == answered
+    assert sum(counts(quiet["exact"])) == sum(counts(quiet["passed"])) == answered
     assert quiet["exact"]["right_shown"] + quiet["exact"]["right_held"] == round(8 * summary["exact_match"])
     results = json.loads(out.read_text())["results"]
     assert len(results) == 8 and all(r["reason"] for r in results)

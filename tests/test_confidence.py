@@ -120,8 +120,9 @@ def test_bench_quality_counts_what_the_threshold_shows_and_holds_back():
             task(False, False, 0.04, threshold=0.03)]  # fmt: skip  (each answer's own threshold: shown)
     got = quiet_figures(rows, {"blank": 0.03})
     assert got["min_confidence"] == {"blank": 0.03}
-    assert got["exact"] == {"right_shown": 2, "wrong_shown": 2, "right_held": 1, "wrong_held": 2}
-    assert got["passed"] == {"right_shown": 2, "wrong_shown": 2, "right_held": 2, "wrong_held": 1}
+    counts = {"right_shown": 2, "wrong_shown": 2}
+    assert got["exact"] == {**counts, "right_held": 1, "wrong_held": 2, "precision": 0.5, "coverage": round(4 / 7, 4)}
+    assert got["passed"] == {**counts, "right_held": 2, "wrong_held": 1, "precision": 0.5, "coverage": round(4 / 7, 4)}
 
 
 def test_blank_line_sites_remove_whole_lines_and_put_the_cursor_at_the_start():
@@ -172,3 +173,20 @@ def test_the_fit_chooses_a_threshold_per_place_keeping_its_share_of_right_answer
     assert Calibrator(spec).predict(rows[0]["features"]) > 0
     with pytest.raises(ValueError, match="too few answers shown"):
         cal.fit_confidence([r for r in rows if place(r["features"]) != "blank"])
+
+
+def test_bench_repo_rows_give_precision_coverage_and_the_points_to_plot(tmp_path):
+    from celeris_complete.bench.calibration import plot
+    from celeris_complete.bench.repo import confidence_points, precision_coverage
+
+    def row(exact, empty, confidence, hidden=None, hidden_exact=False, threshold=0.2):
+        return {"exact": exact, "empty": empty, "confidence": confidence, "hidden": hidden,
+                "hidden_exact": hidden_exact, "min_confidence": threshold}  # fmt: skip
+
+    rows = [row(True, False, 0.9), row(False, False, 0.4), row(False, True, 0.1, "x()", True),
+            row(False, True, 0.05, "y()", False, 0.03), row(False, True, None)]  # fmt: skip
+    assert precision_coverage(rows) == {"precision": 0.5, "coverage": 0.5}  # 2 shown of 4 answers, 1 right
+    p, y, t = confidence_points(rows)
+    assert (p, y, t) == ([0.9, 0.4, 0.1, 0.05], [1, 0, 1, 0], [0.2, 0.2, 0.2, 0.03])
+    plot(tmp_path / "q.png", np.array(p), np.array(y), np.array(t), "t")
+    assert (tmp_path / "q.png").read_bytes()[:4] == b"\x89PNG"

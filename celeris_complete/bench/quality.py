@@ -111,11 +111,17 @@ def quiet_figures(results: list[TaskResult], in_force: float | dict) -> dict:
     answered = [r for r in results if not r.empty]
     out: dict = {"min_confidence": in_force}
     for label, right in (("exact", lambda r: r.exact), ("passed", lambda r: r.passed)):
-        out[label] = {
+        counts = {
             "right_shown": sum(right(r) and not held(r) for r in answered),
             "wrong_shown": sum(not right(r) and not held(r) for r in answered),
             "right_held": sum(right(r) and held(r) for r in answered),
             "wrong_held": sum(not right(r) and held(r) for r in answered),
+        }
+        shown = counts["right_shown"] + counts["wrong_shown"]
+        out[label] = {
+            **counts,
+            "precision": round(counts["right_shown"] / shown, 4) if shown else None,  # of the lines shown, right
+            "coverage": round(shown / len(answered), 4) if answered else None,  # of the answers, shown
         }
     return out
 

@@ -282,6 +282,7 @@ async def _ask(
         "syntax": getattr(note, "syntax", None),  # the compiler's verdict on the answer
         "raw": getattr(note, "raw", None),  # the model's span before post-processing
         "confidence": getattr(note, "confidence", None),  # the calibrated probability that it is right
+        "min_confidence": getattr(note, "min_confidence", None),  # the threshold in force there
         # The answer the server held back as too unsure (min_confidence), and whether it was right.
         "hidden": hidden,
         "hidden_exact": bool(hidden) and score(site.expected, hidden)["exact"],
@@ -341,7 +342,32 @@ def _figures(results: Sequence[dict]) -> dict:
         "wrong_shown": sum(not r["exact"] and not r["empty"] for r in results),
         "right_hidden": sum(bool(r.get("hidden_exact")) for r in results),
         "wrong_hidden": sum(bool(r.get("hidden")) and not r.get("hidden_exact") for r in results),
+        **precision_coverage(results),
     }
+
+
+def precision_coverage(results: Sequence[dict]) -> dict:
+    """Of the lines shown, the share right (precision); of the answers there were (shown or held back as
+    unsure), the share shown (coverage)."""
+    shown = [r for r in results if not r["empty"]]
+    answered = len(shown) + sum(bool(r.get("hidden")) for r in results)
+    return {
+        "precision": round(sum(bool(r["exact"]) for r in shown) / len(shown), 4) if shown else None,
+        "coverage": round(len(shown) / answered, 4) if answered else None,
+    }
+
+
+def confidence_points(results: Sequence[dict]) -> tuple[list[float], list[int], list[float]]:
+    """Every answer with a confidence, shown or held back: (its confidence, whether it was right, the
+    threshold in force there), for the reliability diagram and the precision/coverage curve."""
+    p, y, t = [], [], []
+    for r in results:
+        if r.get("confidence") is None or not (r.get("hidden") or not r["empty"]):
+            continue
+        p.append(float(r["confidence"]))
+        y.append(int(bool(r["hidden_exact"] if r.get("hidden") else r["exact"])))
+        t.append(float(r.get("min_confidence") or 0.0))
+    return p, y, t
 
 
 def _share(rows: Sequence[dict], key: str) -> float | None:

@@ -98,8 +98,12 @@ def bench_quality(
     device: Annotated[Optional[str], typer.Option()] = None,
     workers: Annotated[int, typer.Option(help="Programs executed in parallel.")] = 2,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON result here.")] = None,
+    plot: Annotated[
+        Optional[Path], typer.Option(help="The answers' reliability diagram and precision/coverage curve (PNG).")
+    ] = None,
 ) -> None:
-    """HumanEval-Infilling pass@1 (executed in sandboxed subprocesses), exact match, edit similarity."""
+    """HumanEval-Infilling pass@1 (executed in sandboxed subprocesses), exact match, edit similarity, and
+    what staying quiet below the confidence threshold would show (right = exact)."""
 
     from celeris_complete.bench.quality import evaluate
     from celeris_complete.config import load_settings
@@ -131,6 +135,10 @@ def bench_quality(
     result["model"] = str(engine.path)
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if plot:
+        from celeris_complete.cli.bench_load import plot_confidence
+
+        plot_confidence(plot, result["results"], f"HumanEval-Infilling {task_set}")
     summary = {k: v for k, v in result.items() if k != "results"}
     typer.echo(json.dumps(summary, indent=2))
 

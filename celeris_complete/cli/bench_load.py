@@ -76,6 +76,9 @@ def bench_repo(
         Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
     ] = None,
     output: Annotated[Optional[Path], typer.Option(help="Write the full JSON (every site) here.")] = None,
+    plot: Annotated[
+        Optional[Path], typer.Option(help="The answers' reliability diagram and precision/coverage curve (PNG).")
+    ] = None,
     invoked: Annotated[
         bool,
         typer.Option(
@@ -112,8 +115,24 @@ def bench_repo(
         fail(str(exc))
     if output:
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if plot:
+        every = [r for p in result["packages"].values() for r in p["results"]]
+        plot_confidence(plot, every, f"bench repo, seed {seed}")
     typer.echo(table(result))
     typer.echo(json.dumps(without_sites(result), indent=2))
+
+
+def plot_confidence(path: Path, results: list[dict], title: str) -> None:
+    """bench repo's and bench quality's ``--plot``: their answers' confidence against being right."""
+    import numpy as np
+
+    from celeris_complete.bench.calibration import plot
+    from celeris_complete.bench.repo import confidence_points
+
+    p, y, t = confidence_points(results)
+    if not p:
+        fail("no answer has a confidence to plot (a model without confidence.json?)")
+    plot(path, np.array(p), np.array(y), np.array(t), title)
 
 
 @bench_app.command("adapt")
