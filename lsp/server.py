@@ -124,8 +124,9 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
 
     async def complete_at(
         ls: CelerisServer, uri: str, position: types.Position, automatic: bool, selected=None, alternatives: int = 1
-    ) -> tuple[list[str], types.Range | None]:
-        """Completions at the cursor (text to insert there), and the range they replace."""
+    ) -> tuple[list[str], types.Range | None, float | None]:
+        """Completions at the cursor (text to insert there), the range they replace, and the first one's
+        confidence (None: not known, or another tier's answer)."""
         t0 = time.perf_counter()
         ls.requests += 1
         ls.adaptation.typing()
@@ -133,13 +134,13 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         if ls.engine is None:
             if ls.engine_error:
                 log.info("no completion for %s: the model failed to load (%s)", uri, ls.engine_error)
-            return [], None
+            return [], None, None
         if (why := ls.skipped(uri)) is not None:
             log.info("no completion for %s: %s", uri, why)
-            return [], None
+            return [], None, None
         around = ls.around_cursor(uri, position)
         if around is None:
-            return [], None
+            return [], None, None
         prefix, suffix, file_start, file_end = around
         replace = types.Range(start=position, end=position)
         lead = ""
@@ -154,14 +155,14 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
                 replace = types.Range(start=selected.range.start, end=position)
         rest_of_line = suffix.split("\n", 1)[0]
         if automatic and len(rest_of_line.strip()) > ls.settings.max_chars_after_cursor:
-            return [], None
+            return [], None, None
         cached = ls.typing.lookup(uri, prefix, suffix)
         # (the second tier's answer also for a request the user made: it is what the tier had to say here)
         if cached is not None and (alternatives == 1 or cached[1] == "escalated"):
             text, tier = cached
             total_ms = round((time.perf_counter() - t0) * 1e3, 3)
             ls.send_timings(uri, {"total_ms": total_ms, "source": "typing-cache", "tier": tier})
-            return [lead + text], replace
+            return [lead + text], replace, None
         engine = ls.engine
         key = ls.key(uri)[0]
         # Other open documents feed the snippets and the drafts' line table.
@@ -203,10 +204,10 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         try:
             done = await ls.run_model(uri, call)
         except Cancelled:
-            return [], None
+            return [], None, None
         except CelerisError as exc:  # a remote endpoint's failure; local engines raise none here
             ls.report_failure(exc)
-            return [], None
+            return [], None, None
         if ls.failing is not None:
             log.info("completions work again")
             ls.failing = None
@@ -265,8 +266,8 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             },
         )
         if quiet:
-            return [], None
-        return [lead + t for t in texts], replace
+            return [], None, None
+        return [lead + t for t in texts], replace, (done.confidence if tier == "local" else None)
 
     async def escalate_later(
         ls: CelerisServer, uri: str, generation: int, version: Any, position: types.Position, req: InfillRequest
@@ -290,7 +291,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: CelerisServer, params: types.InlineCompletionParams):
         invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        texts, replace = await complete_at(
+        texts, replace, _ = await complete_at(
             ls,
             params.text_document.uri,
             params.position,
@@ -309,7 +310,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         # not say) is answered now.
         context = params.context
         automatic = context is not None and context.trigger_kind != types.CompletionTriggerKind.Invoked
-        texts, _ = await complete_at(ls, uri, position, automatic=automatic)
+        texts, _, confidence = await complete_at(ls, uri, position, automatic=automatic)
         doc = ls.document(uri)
         if not texts or doc is None:  # (closed while the model ran)
             return types.CompletionList(is_incomplete=True, items=[])
@@ -322,11 +323,15 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         word = line[start:cursor]
         start_pos = doc.position_to_client_units(ServerTextPosition(position.line, start))
         items = []
-        for text in texts:
+        for n, text in enumerate(texts):
             label = (word + text).split("\n", 1)[0].strip() or text.strip()
+            sure = confidence if n == 0 else None  # how sure the first answer is (the menu shows "73%")
+            details = types.CompletionItemLabelDetails(description=f"{sure:.0%}") if sure is not None else None
             items.append(
                 types.CompletionItem(
                     label=label[:80],
+                    label_details=details,
+                    data={"confidence": sure} if sure is not None else None,
                     kind=types.CompletionItemKind.Text,
                     detail="celeris-complete",
                     insert_text_format=types.InsertTextFormat.PlainText,

@@ -29,6 +29,11 @@ def test_unsure_automatic_answers_are_held_back_and_invoked_ones_shown(shipped_m
         invoked = await s.inline(URI, 4, 14, invoked=True)
         assert invoked.items and invoked.items[0].insert_text.endswith(note.hidden)  # the user asked: shown
         assert (await s.completion(URI, 4, 14, trigger=types.CompletionTriggerKind.Invoked)).items
+        other = URI.replace(".py", "-2.py")  # (a document of its own: no answer kept from the requests above)
+        s.open(other, TEXT)
+        asked = (await s.completion(other, 4, 14, trigger=types.CompletionTriggerKind.Invoked)).items
+        assert asked and asked[0].data["confidence"] == s.timings[-1].confidence  # the menu item says how sure
+        assert asked[0].label_details.description == f"{s.timings[-1].confidence:.0%}"
         assert (await s.completion(URI, 4, 14)).items  # a client that does not say: asked for
         await s.stop()
         s = Session(shipped_model_dir, init_options={**base, "min_confidence": 0.0})  # everything shown
