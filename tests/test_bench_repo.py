@@ -150,3 +150,74 @@ def test_invoked_requests_keep_every_item_offered(package, shipped_model_dir):
     assert result["exact_offered"] >= result["exact_match"]
     assert result["exact_offered"] == pytest.approx(sum(r["exact_offered"] for r in results) / 6, abs=1e-4)
     assert "one item exact" in table({"packages": {}, "overall": result})
+
+
+TS_CLASS = """// A {name}: generated for the tests.
+/* a block comment
+ * over two lines */
+export class {name} {{
+  constructor(public name: string, public size: number) {{}}
+
+  area(): number {{
+    return this.size * this.size * {n};
+  }}
+
+  describe(): string {{
+    return `${{this.name}} has size ${{this.size}}`;
+  }}
+}}
+
+"""
+
+
+def test_other_languages_skip_their_comment_lines():
+    from celeris_complete.bench.repo import cursor_columns
+    from celeris_complete.bench.repo_languages import C_LIKE
+
+    for comment in ("// a comment line", "  /* opens a comment", "   * inside one */"):
+        assert cursor_columns(comment, C_LIKE) == (None, [])
+    assert cursor_columns("  # a private field?", C_LIKE)[0] == 2  # not a comment in TypeScript
+    assert cursor_columns("# a comment", ("#",)) == (None, [])
+    start, mids = cursor_columns("  const total = first + second;", C_LIKE)
+    assert start == 2 and mids
+
+
+def test_npm_tarballs_give_their_sources_and_nothing_built_from_them(tmp_path):
+    """What a tarball ships beside the sources (compiled dist/, declarations, source maps holding the
+    source, minified files) would hand the answer to drafts and snippets: never unpacked."""
+    import io
+    import tarfile
+
+    from celeris_complete.bench.repo_languages import BenchPackage, fetch_npm
+
+    members = {"package/src/a.ts": "export const a = 1;\n", "package/src/b/c.ts": "export const c = 2;\n",
+               "package/src/a.d.ts": "export declare const a: number;\n", "package/dist/a.ts": "x\n",
+               "package/src/a.js.map": '{"sourcesContent": ["export const a = 1;"]}',
+               "package/lib/other.ts": "not included\n", "package/package.json": "{}"}  # fmt: skip
+    cache = tmp_path / "cache"
+    (cache / "dist").mkdir(parents=True)
+    with tarfile.open(cache / "dist" / "scope-demo-1.0.0.tgz", "w:gz") as tar:  # as `npm pack` names it
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    package = BenchPackage("@scope/demo", "1.0.0", "MIT", ("src/*",))
+    root = fetch_npm(cache, package, (".ts",))  # the tarball is in the cache: no download
+    got = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".unpacked")
+    assert got == ["src/a.ts", "src/b/c.ts"]
+
+
+def test_a_typescript_package_through_the_real_server(tmp_path, shipped_model_dir):
+    root = tmp_path / "things"
+    (root / "src").mkdir(parents=True)
+    for module, names in MODULES.items():
+        text = "".join(TS_CLASS.format(name=n, n=i + 2) for i, n in enumerate(names))
+        (root / "src" / module.replace(".py", ".ts")).write_text(text, encoding="utf-8")
+    options = {"model": str(shipped_model_dir), "budget_ms": 60000}
+    result = evaluate_folder(root, 6, max_files=4, seed=0, options=options, language="typescript")
+    assert result["sites"] == 6 and all(f.endswith(".ts") for f in result["files_under_test"])
+    results = result["results"]
+    assert not any(r["expected"].lstrip().startswith(("//", "/*", "*")) for r in results)  # no comment sites
+    # The server was told the language: no Python compiler's verdict on a TypeScript answer.
+    assert all(r["source"] == "model" and r["syntax"] == "" for r in results)

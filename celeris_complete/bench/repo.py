@@ -52,19 +52,15 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from celeris_complete.bench.lsp import inline_completion, plain, start_server, stop_server
+from celeris_complete.bench.repo_languages import LANGUAGES, fetch_npm
 from celeris_complete.bench.selftest import percentile
 from celeris_complete.errors import CelerisError
 from celeris_complete.training.packages import cache_dir as corpus_cache_dir
 from celeris_complete.training.packages import download, find_wheel, unpack_wheel
 
-# Never among the training corpus's packages (corpus_packages.PINNED): the tests check it.
-PACKAGES: tuple[tuple[str, str], ...] = (
-    ("toolz", "1.2.0"),
-    ("sqlparse", "0.6.1"),
-    ("tabulate", "0.10.0"),
-    ("tomlkit", "0.15.2"),
-    ("humanize", "4.17.0"),
-)
+# Never among the training corpus's packages (corpus_packages.PINNED): the tests check it.  Python's;
+# the other languages' are in repo_languages.LANGUAGES.
+PACKAGES: tuple[tuple[str, str], ...] = tuple((p.name, p.version) for p in LANGUAGES["python"].packages)
 MIN_REST = 4  # non-blank characters a site leaves to complete
 MIN_FILE_LINES = 20  # lines with sites of both kinds a file needs to be put under test
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -105,10 +101,24 @@ def fetch_package(name: str, version: str) -> Path:
     return root
 
 
+def fetch_source(language: str, name: str, version: str) -> Path:
+    """The folder holding a package's sources in ``language`` (fetched once into the cache)."""
+    lang = LANGUAGES[language]
+    if lang.registry == "pypi":
+        return fetch_package(name, version)
+    package = next(p for p in lang.packages if (p.name, p.version) == (name, version))
+    return fetch_npm(cache_dir(), package, lang.suffixes)
+
+
 def python_files(root: Path) -> dict[str, str]:
     """Path in the package -> text, for every UTF-8 ``.py`` file under ``root``."""
+    return source_files(root, (".py",))
+
+
+def source_files(root: Path, suffixes: tuple[str, ...]) -> dict[str, str]:
+    """Path in the package -> text, for every UTF-8 file under ``root`` with one of ``suffixes``."""
     out = {}
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file()):
         try:
             out[path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -121,12 +131,13 @@ def _nonblank(text: str) -> int:
     return sum(not c.isspace() for c in text)
 
 
-def cursor_columns(line: str) -> tuple[int | None, list[int]]:
+def cursor_columns(line: str, comments: tuple[str, ...] = ("#",)) -> tuple[int | None, list[int]]:
     """Where a site may put the cursor in ``line``: (after the indentation or None, mid-line token
-    boundaries), each leaving at least ``MIN_REST`` non-blank characters after it."""
+    boundaries), each leaving at least ``MIN_REST`` non-blank characters after it.  A line that starts
+    with one of ``comments`` has none."""
     body = line.rstrip()
     content = body.lstrip()
-    if not content or content.startswith("#"):
+    if not content or content.startswith(comments):
         return None, []
     indent = len(body) - len(content)
     start = indent if _nonblank(content) >= MIN_REST else None
@@ -136,12 +147,17 @@ def cursor_columns(line: str) -> tuple[int | None, list[int]]:
 
 
 def choose_sites(
-    files: Mapping[str, str], count: int, max_files: int, seed: int | str = 0, max_share: float = 0.5
+    files: Mapping[str, str],
+    count: int,
+    max_files: int,
+    seed: int | str = 0,
+    max_share: float = 0.5,
+    comments: tuple[str, ...] = ("#",),
 ) -> list[Site]:
     """``count`` sites over at most ``max_files`` files (and at most ``max_share`` of the files given),
     half after the indentation and half mid-line, chosen by ``seed``; sorted by file and line."""
     rng = random.Random(f"bench-repo:{seed}")
-    columns = {name: [cursor_columns(line) for line in text.split("\n")] for name, text in files.items()}
+    columns = {name: [cursor_columns(line, comments) for line in text.split("\n")] for name, text in files.items()}
     # A line with room for a mid-line site has room for one after its indentation too.
     room = {name: sum(bool(mids) for _, mids in cols) for name, cols in columns.items()}
     usable = sorted(name for name, n in room.items() if n >= MIN_FILE_LINES)
@@ -238,7 +254,14 @@ def inserted_at_cursor(item: types.InlineCompletionItem, line_before: str) -> st
 
 # ---- the run --------------------------------------------------------------------------------
 async def _ask(
-    client: LanguageClient, work: Path, text: str, site: Site, notes: list, budget_ms: float, invoked: bool = False
+    client: LanguageClient,
+    work: Path,
+    text: str,
+    site: Site,
+    notes: list,
+    budget_ms: float,
+    invoked: bool = False,
+    language_id: str = "python",
 ) -> dict:
     """Open the file as it is at ``site``, request a completion at the cursor, close it: the site's result.
     ``invoked``: the request a user makes (with alternatives) rather than an automatic one; every item's
@@ -248,7 +271,7 @@ async def _ask(
         raise RuntimeError(f"{site.file} is under test but in the server's workspace")
     uri = path.as_uri()
     before = text.split("\n")[site.line][: site.col]
-    item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=cut_text(text, site))
+    item = types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=cut_text(text, site))
     client.text_document_did_open(types.DidOpenTextDocumentParams(item))
     notes.clear()
     sent = time.perf_counter()
@@ -290,7 +313,12 @@ async def _ask(
 
 
 async def _serve_sites(
-    root: Path, files: Mapping[str, str], sites: Sequence[Site], options: dict, invoked: bool = False
+    root: Path,
+    files: Mapping[str, str],
+    sites: Sequence[Site],
+    options: dict,
+    invoked: bool = False,
+    language_id: str = "python",
 ) -> dict:
     """Run ``sites`` against a server whose workspace is a copy of ``root`` without the files under test."""
     under_test = sorted({s.file for s in sites})
@@ -309,7 +337,9 @@ async def _serve_sites(
             on_disk = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
             status = await client.protocol.send_request_async("celeris/status", {})
             budget_ms = status.settings.budget_ms
-            results = [await _ask(client, work, files[s.file], s, notes, budget_ms, invoked) for s in sites]
+            results = [
+                await _ask(client, work, files[s.file], s, notes, budget_ms, invoked, language_id) for s in sites
+            ]
         finally:
             await stop_server(client)
     return {
@@ -391,14 +421,21 @@ def summarize(results: Sequence[dict]) -> dict:
 
 
 def evaluate_folder(
-    root: Path, sites: int, max_files: int = 4, seed: int | str = 0, options: dict | None = None, invoked: bool = False
+    root: Path,
+    sites: int,
+    max_files: int = 4,
+    seed: int | str = 0,
+    options: dict | None = None,
+    invoked: bool = False,
+    language: str = "python",
 ) -> dict:
     """Choose sites in the package at ``root`` and answer them with one server (see the module doc)."""
-    files = python_files(root)
-    chosen = choose_sites(files, sites, max_files, seed)
+    lang = LANGUAGES[language]
+    files = source_files(root, lang.suffixes)
+    chosen = choose_sites(files, sites, max_files, seed, comments=lang.comments)
     if not chosen:
         raise CelerisError(f"{root}: no file with {MIN_FILE_LINES} lines to complete")
-    served = asyncio.run(_serve_sites(root, files, chosen, options or {}, invoked))
+    served = asyncio.run(_serve_sites(root, files, chosen, options or {}, invoked, lang.language_id))
     results = served.pop("results")
     return {**summarize(results), "package_files": len(files), **served, "results": results}
 
@@ -411,17 +448,18 @@ def run(
     options: dict | None = None,
     progress: Callable[[str], None] | None = None,
     invoked: bool = False,
+    language: str = "python",
 ) -> dict:
-    """The benchmark over ``packages``: per package and overall figures, and every site (``invoked``:
-    requests as a user makes them, with the server's alternatives)."""
+    """The benchmark over ``packages`` (of ``language``): per package and overall figures, and every site
+    (``invoked``: requests as a user makes them, with the server's alternatives)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     per_package, everything, settings = {}, [], None
     for name, version in packages:
         say(f"{name} {version}: fetching")
-        root = fetch_package(name, version)
+        root = fetch_source(language, name, version)
         t0 = time.perf_counter()
-        result = evaluate_folder(root, sites, max_files, f"{name}:{seed}", options, invoked)
+        result = evaluate_folder(root, sites, max_files, f"{name}:{seed}", options, invoked, language)
         settings = result.pop("server_settings")
         result = {"version": version, **result, "seconds": round(time.perf_counter() - t0, 1)}
         per_package[name] = result
@@ -433,6 +471,7 @@ def run(
     return {
         "overall": summarize(everything),
         "packages": per_package,
+        "language": language,
         "seed": seed,
         "sites_per_package": sites,
         "max_files": max_files,

@@ -68,6 +68,9 @@ def bench_repo(
         Optional[str], typer.Option(help="Comma-separated subset of the pinned packages (default: all).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Chooses the files and sites.")] = 0,
+    language: Annotated[
+        str, typer.Option(help="python, typescript or javascript: that language's packages (npm for the last two).")
+    ] = "python",
     steps: StepsOption = None,
     quant: QuantOption = None,
     backend: BackendOption = None,
@@ -86,13 +89,16 @@ def bench_repo(
         ),
     ] = False,
 ) -> None:
-    """Complete lines in real Python packages the model never saw (pinned versions, downloaded with pip
+    """Complete lines in real packages the model never saw (pinned versions, downloaded with pip or npm
     into a cache) through the real language server: exact match, edit similarity, empty answers, latency."""
     import json
 
-    from celeris_complete.bench.repo import PACKAGES, run, table, without_sites
+    from celeris_complete.bench.repo import run, table, without_sites
+    from celeris_complete.bench.repo_languages import LANGUAGES
 
-    pinned = dict(PACKAGES)
+    if language not in LANGUAGES:
+        fail(f"unknown language {language}: choose from {', '.join(LANGUAGES)}")
+    pinned = {p.name: p.version for p in LANGUAGES[language].packages}
     chosen = [p.strip() for p in packages.split(",") if p.strip()] if packages else list(pinned)
     unknown = [p for p in chosen if p not in pinned]
     if unknown:
@@ -110,6 +116,7 @@ def bench_repo(
             options,
             progress=lambda m: typer.echo(m, err=True),
             invoked=invoked,
+            language=language,
         )
     except (CelerisError, RuntimeError) as exc:
         fail(str(exc))
@@ -117,7 +124,7 @@ def bench_repo(
         output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if plot:
         every = [r for p in result["packages"].values() for r in p["results"]]
-        plot_confidence(plot, every, f"bench repo, seed {seed}")
+        plot_confidence(plot, every, f"bench repo {language}, seed {seed}")
     typer.echo(table(result))
     typer.echo(json.dumps(without_sites(result), indent=2))
 

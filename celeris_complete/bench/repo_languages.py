@@ -1,0 +1,117 @@
+"""The languages `bench repo` completes in: for each, its packages (pinned; none in the training corpus),
+the registry they come from, which of their files are hand-written sources, what starts a comment line
+(no site there), and the language id the editor sends.
+
+Python's packages are wheels from PyPI (``repo.fetch_package``). TypeScript's and JavaScript's are npm
+tarballs (``fetch_npm``: ``npm pack`` into the cache, then only the members the package's globs name are
+unpacked). What a tarball ships beside its sources is never unpacked: compiled ``dist/`` files,
+declarations (``.d.ts``), source maps (whose ``sourcesContent`` holds the very source under test) and
+minified files would hand drafts and snippets the answer.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from celeris_complete.errors import CelerisError
+
+REPO = Path(__file__).resolve().parents[2]
+NPM = REPO / "scripts" / "npm"  # npm on the Node of the virtual environment (make test sets it up)
+NEVER = ("*.d.ts", "*.map", "*.min.js", "*/dist/*", "dist/*", "*/node_modules/*", "*.bundle.js")
+C_LIKE = ("//", "/*", "*")  # a line starting with one of these (after its indentation) is a comment
+
+
+@dataclass(frozen=True)
+class BenchPackage:
+    name: str
+    version: str
+    licence: str
+    include: tuple[str, ...] = ()  # npm: the tarball's members (under package/) that are sources
+
+
+@dataclass(frozen=True)
+class BenchLanguage:
+    name: str
+    language_id: str  # what the editor sends in didOpen
+    suffixes: tuple[str, ...]
+    comments: tuple[str, ...]
+    registry: str  # "pypi" or "npm"
+    packages: tuple[BenchPackage, ...]
+
+
+LANGUAGES: dict[str, BenchLanguage] = {
+    "python": BenchLanguage(
+        "python", "python", (".py",), ("#",), "pypi",
+        (BenchPackage("toolz", "1.2.0", "BSD-3-Clause"), BenchPackage("sqlparse", "0.6.1", "BSD-3-Clause"),
+         BenchPackage("tabulate", "0.10.0", "MIT"), BenchPackage("tomlkit", "0.15.2", "MIT"),
+         BenchPackage("humanize", "4.17.0", "MIT")),
+    ),
+    "typescript": BenchLanguage(
+        "typescript", "typescript", (".ts",), C_LIKE, "npm",
+        (BenchPackage("immer", "11.2.14", "MIT", ("src/*",)), BenchPackage("mobx", "7.1.3", "MIT", ("src/*",)),
+         BenchPackage("@trpc/server", "11.25.2", "MIT", ("src/*",)),
+         BenchPackage("@tanstack/query-core", "5.108.4", "MIT", ("src/*",)),
+         BenchPackage("prosemirror-model", "1.25.13", "MIT", ("src/*",))),
+    ),
+    "javascript": BenchLanguage(
+        "javascript", "javascript", (".js",), C_LIKE, "npm",
+        (BenchPackage("semver", "7.8.6", "ISC", ("classes/*", "functions/*", "internal/*", "ranges/*")),
+         BenchPackage("qs", "6.17.1", "BSD-3-Clause", ("lib/*",)),
+         BenchPackage("handlebars", "4.7.10", "MIT", ("lib/*",)),
+         BenchPackage("moment", "2.31.0", "MIT", ("src/lib/*",)),
+         BenchPackage("underscore", "1.13.8", "MIT", ("modules/*",))),
+    ),
+}  # fmt: skip
+
+
+def wanted(member: str, package: BenchPackage, suffixes: tuple[str, ...]) -> bool:
+    """Whether a tarball member (its path under ``package/``) is one of the package's sources."""
+    return (
+        member.endswith(suffixes)
+        and any(fnmatch.fnmatch(member, glob) for glob in package.include)
+        and not any(fnmatch.fnmatch(member, glob) for glob in NEVER)
+    )
+
+
+def unpack_sources(tarball: Path, package: BenchPackage, suffixes: tuple[str, ...], dest: Path) -> int:
+    """The package's sources from an npm tarball into ``dest`` (paths under ``package/``); how many."""
+    count = 0
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            name = member.name.removeprefix("package/")
+            if not member.isfile() or ".." in Path(name).parts or not wanted(name, package, suffixes):
+                continue
+            data = tar.extractfile(member)
+            if data is None:
+                continue
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data.read())
+            count += 1
+    return count
+
+
+def fetch_npm(cache: Path, package: BenchPackage, suffixes: tuple[str, ...]) -> Path:
+    """The folder holding the package's sources: ``npm pack`` once into ``cache/dist``, unpacked once."""
+    root = cache / "src" / f"{package.name.replace('/', '+')}-{package.version}"
+    if (root / ".unpacked").exists():
+        return root
+    dist = cache / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    tarball = dist / f"{package.name.lstrip('@').replace('/', '-')}-{package.version}.tgz"
+    if not tarball.exists():
+        if not NPM.exists():
+            raise CelerisError(f"{NPM} is missing: `make test` sets npm up")
+        spec = f"{package.name}@{package.version}"
+        run = subprocess.run([str(NPM), "pack", spec, "--silent", "--pack-destination", str(dist)],
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        if run.returncode != 0 or not tarball.exists():
+            raise CelerisError(f"bench repo could not fetch {spec} from npm: {run.stderr.strip()[-400:]}")
+    if unpack_sources(tarball, package, suffixes, root) == 0:
+        raise CelerisError(f"{package.name} {package.version}: no source file matches {package.include}")
+    (root / ".unpacked").touch()
+    return root
