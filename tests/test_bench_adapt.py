@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from celeris_complete.bench.adapt import MIN_FILES, cut_into_parts, paired_interval, run, split_files
-from celeris_complete.bench.repo import python_files
+from celeris_complete.bench.repo_languages import python_files
 from celeris_complete.cli import app
 from celeris_complete.engine.confidence import CORE, FEATURES, FORMAT, PLACES, expand
 from tests.test_bench_repo import CLASS, MODULES

@@ -45,11 +45,10 @@ from celeris_complete.bench.repo import (
     _serve_sites,
     choose_sites,
     cursor_columns,
-    fetch_package,
-    python_files,
     summarize,
 )
-from celeris_complete.bench.repo import cache_dir as bench_repo_cache
+from celeris_complete.bench.repo_languages import cache_dir as bench_repo_cache
+from celeris_complete.bench.repo_languages import fetch_package, python_files
 from celeris_complete.errors import CelerisError
 from celeris_complete.model.directory import default_model_dir
 from celeris_complete.training.adapt import CHECK_FILE, LR, REPLAY, adapt_dir

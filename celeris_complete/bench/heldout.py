@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from celeris_complete.bench.repo import MIN_REST, PACKAGES, Site, choose_sites, python_files, score, site_context
+from celeris_complete.bench.repo import MIN_REST, PACKAGES, Site, choose_sites, score, site_context
+from celeris_complete.bench.repo_languages import python_files
 from celeris_complete.drafts.snippets import SnippetIndex
 from celeris_complete.engine import Engine, InfillRequest
 from celeris_complete.errors import CelerisError

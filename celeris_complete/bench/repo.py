@@ -52,11 +52,13 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from celeris_complete.bench.lsp import inline_completion, plain, start_server, stop_server
-from celeris_complete.bench.repo_languages import LANGUAGES, fetch_npm
+from celeris_complete.bench.repo_languages import (  # (bench repo's packages: where they come from)
+    LANGUAGES,
+    fetch_source,
+    source_files,
+)
 from celeris_complete.bench.selftest import percentile
 from celeris_complete.errors import CelerisError
-from celeris_complete.training.packages import cache_dir as corpus_cache_dir
-from celeris_complete.training.packages import download, find_wheel, unpack_wheel
 
 # Never among the training corpus's packages (corpus_packages.PINNED): the tests check it.  Python's;
 # the other languages' are in repo_languages.LANGUAGES.
@@ -74,56 +76,6 @@ class Site:
     col: int
     kind: str  # "indent" or "mid"
     expected: str  # the rest of the line, trailing blanks stripped
-
-
-# ---- the packages ---------------------------------------------------------------------------
-def cache_dir() -> Path:
-    """Beside the corpus packages' cache (``$XDG_CACHE_HOME/celeris-complete/``)."""
-    return corpus_cache_dir().parent / "bench-repo"
-
-
-def fetch_package(name: str, version: str) -> Path:
-    """The folder holding the package's ``.py`` files, downloaded and unpacked once (as the corpus
-    packages are: ``corpus_packages``)."""
-    cache = cache_dir()
-    pip_args = ("--retries", "1", "--timeout", "30", "--disable-pip-version-check")
-    try:
-        download(((name, version),), cache / "dist", pip_args)
-    except CelerisError as exc:
-        raise CelerisError(
-            f"bench repo could not download {name}=={version} (no network, or the package index unreachable?): {exc}"
-        ) from None
-    wheel = find_wheel(cache / "dist", name, version)
-    if wheel is None:
-        raise CelerisError(f"{name}=={version}: no wheel in {cache / 'dist'} after the download")
-    root = cache / "src" / f"{name}-{version}"
-    unpack_wheel(wheel, root)
-    return root
-
-
-def fetch_source(language: str, name: str, version: str) -> Path:
-    """The folder holding a package's sources in ``language`` (fetched once into the cache)."""
-    lang = LANGUAGES[language]
-    if lang.registry == "pypi":
-        return fetch_package(name, version)
-    package = next(p for p in lang.packages if (p.name, p.version) == (name, version))
-    return fetch_npm(cache_dir(), package, lang.suffixes)
-
-
-def python_files(root: Path) -> dict[str, str]:
-    """Path in the package -> text, for every UTF-8 ``.py`` file under ``root``."""
-    return source_files(root, (".py",))
-
-
-def source_files(root: Path, suffixes: tuple[str, ...]) -> dict[str, str]:
-    """Path in the package -> text, for every UTF-8 file under ``root`` with one of ``suffixes``."""
-    out = {}
-    for path in sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file()):
-        try:
-            out[path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-    return out
 
 
 # ---- the sites ------------------------------------------------------------------------------
@@ -373,6 +325,9 @@ def _figures(results: Sequence[dict]) -> dict:
         "right_hidden": sum(bool(r.get("hidden_exact")) for r in results),
         "wrong_hidden": sum(bool(r.get("hidden")) and not r.get("hidden_exact") for r in results),
         **precision_coverage(results),
+        # Answers with a form only Python has in a document in another language (checks/languages.py):
+        # withheld, or cut before that line.
+        "foreign_withheld": sum(r.get("syntax") == "foreign" for r in results),
     }
 
 

@@ -1,6 +1,6 @@
 """The languages `bench repo` completes in: for each, its packages (pinned; none in the training corpus),
-the registry they come from, which of their files are hand-written sources, what starts a comment line
-(no site there), and the language id the editor sends.
+the registry they come from and how they are fetched into the cache, which of their files are
+hand-written sources, what starts a comment line (no site there), and the language id the editor sends.
 
 Python's packages are wheels from PyPI (``repo.fetch_package``). TypeScript's and JavaScript's are npm
 tarballs (``fetch_npm``: ``npm pack`` into the cache, then only the members the package's globs name are
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from celeris_complete.errors import CelerisError
+from celeris_complete.training.packages import cache_dir as corpus_cache_dir
+from celeris_complete.training.packages import download, find_wheel, unpack_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 NPM = REPO / "scripts" / "npm"  # npm on the Node of the virtual environment (make test sets it up)
@@ -115,3 +117,52 @@ def fetch_npm(cache: Path, package: BenchPackage, suffixes: tuple[str, ...]) -> 
         raise CelerisError(f"{package.name} {package.version}: no source file matches {package.include}")
     (root / ".unpacked").touch()
     return root
+
+
+def cache_dir() -> Path:
+    """Beside the corpus packages' cache (``$XDG_CACHE_HOME/celeris-complete/``)."""
+    return corpus_cache_dir().parent / "bench-repo"
+
+
+def fetch_package(name: str, version: str) -> Path:
+    """The folder holding the package's ``.py`` files, downloaded and unpacked once (as the corpus
+    packages are: ``corpus_packages``)."""
+    cache = cache_dir()
+    pip_args = ("--retries", "1", "--timeout", "30", "--disable-pip-version-check")
+    try:
+        download(((name, version),), cache / "dist", pip_args)
+    except CelerisError as exc:
+        raise CelerisError(
+            f"bench repo could not download {name}=={version} (no network, or the package index unreachable?): {exc}"
+        ) from None
+    wheel = find_wheel(cache / "dist", name, version)
+    if wheel is None:
+        raise CelerisError(f"{name}=={version}: no wheel in {cache / 'dist'} after the download")
+    root = cache / "src" / f"{name}-{version}"
+    unpack_wheel(wheel, root)
+    return root
+
+
+def fetch_source(language: str, name: str, version: str) -> Path:
+    """The folder holding a package's sources in ``language`` (fetched once into the cache)."""
+    lang = LANGUAGES[language]
+    if lang.registry == "pypi":
+        return fetch_package(name, version)
+    package = next(p for p in lang.packages if (p.name, p.version) == (name, version))
+    return fetch_npm(cache_dir(), package, lang.suffixes)
+
+
+def python_files(root: Path) -> dict[str, str]:
+    """Path in the package -> text, for every UTF-8 ``.py`` file under ``root``."""
+    return source_files(root, (".py",))
+
+
+def source_files(root: Path, suffixes: tuple[str, ...]) -> dict[str, str]:
+    """Path in the package -> text, for every UTF-8 file under ``root`` with one of ``suffixes``."""
+    out = {}
+    for path in sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file()):
+        try:
+            out[path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return out

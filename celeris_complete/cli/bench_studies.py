@@ -77,7 +77,8 @@ def bench_drafts(
     """Drafts alone, no model: how often the line's rest is among the first 1, 2, 3 or 5 drafts on bench
     repo's sites, and the document search's time per call."""
     from celeris_complete.bench.drafts import render, run_right_drafts, search_times
-    from celeris_complete.bench.repo import PACKAGES, fetch_package, python_files
+    from celeris_complete.bench.repo import PACKAGES
+    from celeris_complete.bench.repo_languages import fetch_package, python_files
     from celeris_complete.bench.selftest import SOURCES
 
     try:

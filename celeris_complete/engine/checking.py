@@ -1,10 +1,12 @@
 """Stage 4: the compiler's verdict on the answer (Python): repaired, replaced by a sampled answer that
-compiles, or withheld; alternatives it blames dropped.  And the check of an answer a remote server
-completed whole."""
+compiles, or withheld; alternatives it blames dropped.  In a document in another language, an answer
+with a form only Python has is withheld (verdict "foreign"; checks/languages.py).  And the check of an
+answer a remote server completed whole."""
 
 from __future__ import annotations
 
 from celeris_complete.backends.base import Backend, Completion
+from celeris_complete.checks.languages import Language, first_foreign_line, foreign, resolve
 from celeris_complete.checks.syntax import check, is_python, judge
 from celeris_complete.checks.window import BLAMED
 from celeris_complete.config import Settings
@@ -28,7 +30,25 @@ def check_answer(run: Decoding, text: str, others: tuple[str, ...], drafted: lis
         text, verdict, win = check(text, req.prefix, req.suffix, others, sample, run.drafts.win)
         # Alternatives the user asked for: none the compiler blames either.
         others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
+    elif plan.language is not None and plan.language.family != "python":
+        text, verdict, others, drafted = keep_python_out(plan.language, req.prefix, text, others, drafted)
     return text, tuple(d for d in drafted if d != text) + others, verdict
+
+
+def keep_python_out(
+    language: Language, prefix: str, text: str, others: tuple[str, ...], drafted: list[str]
+) -> tuple[str, str, tuple[str, ...], list[str]]:
+    """(answer, verdict, alternatives, drafts) without a form only Python has: the answer cut before its
+    first line with one ("shortened"), or withheld when that is its first ("foreign"); alternatives and
+    drafts with one left out."""
+    before = prefix[prefix.rfind("\n") + 1 :]
+    verdict = ""
+    at = first_foreign_line(language, before, text) if text else None
+    if at is not None:
+        kept = "\n".join(text.split("\n")[:at]).rstrip()
+        text, verdict = (kept, "shortened") if kept.strip() else ("", "foreign")
+    others = tuple(o for o in others if not foreign(language, before, o))
+    return text, verdict, others, [d for d in drafted if not foreign(language, before, d)]
 
 
 def complete_whole(b: Backend, req: InfillRequest, plan: SpanPlan, ctx: Context, s: Settings, t0: float) -> Completion:
@@ -36,4 +56,8 @@ def complete_whole(b: Backend, req: InfillRequest, plan: SpanPlan, ctx: Context,
     done = b.complete(ctx, plan.mode, req.max_tokens, req.steps, plan.decode, req.deadline_ms, req.should_cancel, s, t0)
     if s.syntax_candidates > 0 and is_python(req.language) and done.text:
         done.text, done.syntax, _ = check(done.text, req.prefix, req.suffix, whole=req.whole_file)
+    elif (language := resolve(req.language)) is not None and done.text:
+        text, verdict, _, _ = keep_python_out(language, req.prefix, done.text, (), [])
+        if verdict:
+            done.text, done.syntax = text, verdict
     return done

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # a request is built without loading torch (a server binds its port first)
     import torch
 
+    from celeris_complete.checks.languages import Language
     from celeris_complete.drafts.table import Draft, LineTable
     from celeris_complete.model.diffusion import DecodeSettings
 
@@ -72,3 +73,4 @@ class SpanPlan:
     first_allowed: torch.Tensor | None = None  # tokens the span may start with (None: any)
     python: bool = False
     checked: bool = False  # the compiler judges the answer (Python, greedy, samples possible)
+    language: Language | None = None  # the document's (checks/languages.py), None when not known
