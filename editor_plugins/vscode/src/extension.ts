@@ -2,7 +2,7 @@
 // completions as ghost text (with its own partial accept); a status bar item shows the last latency.
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from "vscode-languageclient/node";
-import { protocolInlineContext, serverSettings, statusText } from "./settings";
+import { DEFAULT_LANGUAGES, protocolInlineContext, serverSettings, statusText } from "./settings";
 
 let client: LanguageClient | undefined;
 let status: vscode.StatusBarItem;
@@ -16,7 +16,7 @@ function config() {
   return {
     command: c.get<string[]>("serverCommand", ["celeris-complete", "lsp"]),
     enabled: c.get<boolean>("enabled", true),
-    languages: c.get<string[]>("languages", ["python"]),
+    languages: c.get<string[]>("languages", DEFAULT_LANGUAGES),
     settings: serverSettings({
       model: c.get<string>("model"),
       backend: c.get<string>("backend"),

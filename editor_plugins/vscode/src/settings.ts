@@ -16,6 +16,12 @@ export interface ExtensionSettings {
   serverSettings?: Record<string, unknown>;
 }
 
+/** The languages the extension attaches to unless celeris.languages says otherwise (package.json's default). */
+export const DEFAULT_LANGUAGES = [
+  "python", "javascript", "javascriptreact", "typescript", "typescriptreact", "go", "rust", "c", "cpp", "java", "lua",
+  "shellscript",
+];
+
 /** The server's initializationOptions / didChangeConfiguration payload; unset values are left out. */
 export function serverSettings(s: ExtensionSettings): Record<string, unknown> {
   const out: Record<string, unknown> = { ...(s.serverSettings ?? {}) };

@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
-const { protocolInlineContext, serverSettings, statusText } = require("../dist/settings.js");
+const { DEFAULT_LANGUAGES, protocolInlineContext, serverSettings, statusText } = require("../dist/settings.js");
+const { readFileSync } = require("node:fs");
 
 test("only set values are sent, under the server's names", () => {
   assert.deepEqual(serverSettings({}), {});
@@ -69,4 +70,10 @@ test("inline completion context: the protocol's trigger kinds, a plain range", (
     triggerKind: 2,
     selectedCompletionInfo: { range: { start: { line: 2, character: 11 }, end: { line: 2, character: 12 } }, text: "total" },
   });
+});
+
+test("the default languages are package.json's", () => {
+  const manifest = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  assert.deepEqual(manifest.contributes.configuration.properties["celeris.languages"].default, DEFAULT_LANGUAGES);
+  for (const id of ["typescriptreact", "javascriptreact", "go", "rust"]) assert.ok(DEFAULT_LANGUAGES.includes(id));
 });

@@ -4,7 +4,8 @@ local M = {}
 
 M.defaults = {
   cmd = { "celeris-complete", "lsp" }, -- the server command
-  filetypes = { "python", "lua", "javascript", "typescript", "go", "rust", "c", "cpp", "java", "sh" },
+  filetypes = { "python", "lua", "javascript", "javascriptreact", "typescript", "typescriptreact", "go", "rust", "c",
+    "cpp", "java", "sh" },
   settings = {}, -- celeris-complete settings, sent as initializationOptions (see the README)
   keymaps = {
     accept = "<Tab>", -- accept all; falls back to the key's previous mapping when nothing is shown
