@@ -32,11 +32,10 @@ ESCALATED_NOTIFICATION = "celeris/escalated"
 
 
 class Escalation:
-    """The second tier of one language server session (``configured`` False: there is none)."""
+    """The second tier of one language server session (``tier`` None: there is none)."""
 
     def __init__(self, settings: Settings, warn: Callable[[str], None]) -> None:
         self.tier = Tier(settings) if settings.escalate_endpoint else None
-        self.budget_ms = settings.escalate_budget_ms
         self.warn = warn
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celeris-tier")
         self.backoff = BackOff()
@@ -44,10 +43,6 @@ class Escalation:
         self.failing: str | None = None  # the kind of the last failure shown to the user
         self.asked = self.answered = self.failed = self.superseded = self.in_flight = 0
         self.latencies_ms: deque[float] = deque(maxlen=256)
-
-    @property
-    def configured(self) -> bool:
-        return self.tier is not None
 
     def supersede(self, uri: str) -> int:
         """A new request for ``uri``: a tier request still running for it is stale. Its generation."""
