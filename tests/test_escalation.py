@@ -7,8 +7,6 @@ failure is reported once, and a failing tier rests instead of being asked on eve
 from __future__ import annotations
 
 import asyncio
-import http.server
-import json
 import math
 import threading
 import time
@@ -18,6 +16,7 @@ from lsprotocol import types
 
 from celeris_complete.engine.tiers import LONGEST_BACKOFF_S, BackOff
 from tests.lsp_session import Session, run
+from tests.second_tier import Endpoint
 from tests.test_serve import Served, refused_port
 
 TEXT = "import os\n\n\ndef list_dir(path):\n    return os.\n"
@@ -141,7 +140,7 @@ def test_unsure_answers_are_asked_of_the_second_tier_and_shown_when_they_come(
     run(go())
 
 
-class Misbehaving(http.server.BaseHTTPRequestHandler):
+class Misbehaving(Endpoint):
     """A tier made to misbehave: ``how`` is "hold" (answers once ``release`` is set), "garbage" (not
     JSON) or "busy" (429); every completion request is counted."""
 
@@ -149,29 +148,16 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
     posts: list[float] = []
     release = threading.Event()
 
-    def log_message(self, *args) -> None:
-        pass
-
-    def send(self, status: int, data: bytes, kind: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self.send(200, json.dumps({"object": "list", "data": [{"id": "tier", "owned_by": "someone"}]}).encode())
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
+        self.body()
         Misbehaving.posts.append(time.monotonic())
         if Misbehaving.how == "hold":
             Misbehaving.release.wait(60)
-            self.send(200, json.dumps({"choices": [{"index": 0, "text": "path.join(path)"}]}).encode())
+            self.send({"choices": [{"index": 0, "text": "path.join(path)"}]})
         elif Misbehaving.how == "busy":
-            self.send(429, b'{"error": {"message": "slow down"}}')
+            self.send({"error": {"message": "slow down"}}, 429)
         else:
-            self.send(200, b"<html>not a completion</html>", "text/html")
+            self.send(b"<html>not a completion</html>", kind="text/html")
 
 
 def asks_allowed(elapsed_s: float) -> int:
@@ -180,9 +166,7 @@ def asks_allowed(elapsed_s: float) -> int:
 
 
 def test_a_misbehaving_tier_never_blocks_typing_is_reported_once_and_rests(shipped_model_dir, tmp_path):
-    provider = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
-    threading.Thread(target=provider.serve_forever, daemon=True).start()
-    endpoint = f"http://127.0.0.1:{provider.server_address[1]}"
+    provider, endpoint = Misbehaving.start()
     uri = (tmp_path / "a.py").as_uri()
     options = {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": endpoint,
                "escalate_budget_ms": 400}  # fmt: skip

@@ -6,7 +6,6 @@ through it, reporting a failure once and announcing an endpoint off this machine
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import os
 import threading
@@ -23,6 +22,7 @@ from celeris_complete.engine import Engine, InfillRequest
 from celeris_complete.model.context import build_context
 from celeris_complete.model.diffusion import Cancelled
 from tests.lsp_session import Session, run
+from tests.second_tier import Endpoint
 from tests.test_serve import PLACE, Hold, Served, refused_port
 
 KEY_ENV, KEY = "REMOTE_TEST_KEY", "remote-test-key-0123456789"
@@ -119,37 +119,22 @@ def test_the_chat_api_gives_the_local_answers_through_our_server(local, server, 
         assert chat.complete(InfillRequest(prefix, suffix, mode=mode)).text == want, prefix[-40:]
 
 
-class ChatModel(http.server.BaseHTTPRequestHandler):
+class ChatModel(Endpoint):
     """A chat-only provider that answers as chat models do: the code in a fence, the line repeated."""
 
+    MODEL = "chat-model"
     bodies: list = []
 
-    def log_message(self, *args) -> None:
-        pass
-
-    def reply(self, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self.reply({"object": "list", "data": [{"id": "chat-model", "owned_by": "someone"}]})
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ChatModel.bodies.append((self.path, body))
+        ChatModel.bodies.append((self.path, json.loads(self.body())))
         content = "Here you go:\n```python\n    return a * b\n```\nThis multiplies the numbers."
-        self.reply({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+        self.send({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
 
 
 def test_a_chat_only_provider_gets_the_fill_prompt_and_its_reply_is_read_as_a_completion():
-    provider = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatModel)
-    threading.Thread(target=provider.serve_forever, daemon=True).start()
+    provider, url = ChatModel.start()
     try:
-        engine = Engine(settings(endpoint=f"http://127.0.0.1:{provider.server_address[1]}", api="chat"))
+        engine = Engine(settings(endpoint=url, api="chat"))
         prefix, suffix, mode = PLACES[1]  # "    ret" typed
         done = engine.complete(InfillRequest(prefix, suffix, mode=mode))
     finally:
