@@ -15,6 +15,7 @@ and when it compiles but uses a name that nothing could bind (``names_check.py``
 from __future__ import annotations
 
 from celeris_complete.checks.brackets import closed
+from celeris_complete.checks.languages import resolve
 from celeris_complete.checks.window import (
     BLAMED,
     ELSEWHERE,
@@ -77,11 +78,9 @@ def judge(win: Window, text: str) -> str:
 
 
 def is_python(language: str | None) -> bool:
-    """A language id (LSP), a file name or a suffix that says Python."""
-    if not language:
-        return False
-    lang = language.lower()
-    return lang in ("python", "py", "pyi") or lang.endswith((".py", ".pyi", ".pyw"))
+    """A language id (LSP), a file name or a suffix that says Python (``languages.resolve``)."""
+    found = resolve(language)
+    return found is not None and found.family == "python"
 
 
 def reindentations(text: str, prefix: str, suffix: str) -> list[str]:

@@ -9,7 +9,6 @@ from celeris_complete.backends.base import StepBackend, Supports
 from celeris_complete.checks.brackets import line_is_open
 from celeris_complete.checks.languages import resolve
 from celeris_complete.checks.postprocess import at_blank_line, choose_mode
-from celeris_complete.checks.syntax import is_python
 from celeris_complete.config import Settings
 from celeris_complete.engine.request import InfillRequest, SpanPlan
 from celeris_complete.model.context import Context
@@ -49,6 +48,6 @@ def first_slot(plan: SpanPlan, req: InfillRequest, ctx: Context, b: StepBackend,
     elif can.line_rules and plan.mode == "line" and line_is_open(prefix[prefix.rfind("\n") + 1 :]):
         first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
     plan.first_allowed = first_allowed
-    plan.python = is_python(req.language)
     plan.language = resolve(req.language)
+    plan.python = plan.language is not None and plan.language.family == "python"
     plan.checked = s.syntax_candidates > 0 and can.alternatives and plan.decode.temperature == 0 and plan.python
