@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import zipfile
 
 import pytest
@@ -204,6 +206,36 @@ def test_npm_tarballs_give_their_sources_and_nothing_built_from_them(tmp_path):
     root = fetch_npm(cache, package, (".ts",))  # the tarball is in the cache: no download
     got = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".unpacked")
     assert got == ["src/a.ts", "src/b/c.ts"]
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="Debian's dpkg-deb builds and unpacks the archive")
+def test_debian_packages_give_the_sources_under_their_folder_and_not_their_tests(tmp_path):
+    """A Go package's archive (as ``golang-*-dev`` ships it): only the sources under the package's folder,
+    never its ``_test.go`` files, other folders or other suffixes; a cached archive is not downloaded."""
+    from celeris_complete.bench.repo_languages import BenchPackage, fetch_debian
+
+    tree = tmp_path / "tree"
+    folder = tree / "usr/share/gocode/src/github.com/demo/pkg"
+    files = {folder / "a.go": "package pkg\n", folder / "sub/b.go": "package sub\n",
+             folder / "a_test.go": "package pkg\n", folder / "README.md": "# demo\n",
+             tree / "usr/share/gocode/src/github.com/other/c.go": "package other\n",
+             tree / "usr/share/doc/golang-demo-dev/copyright": "MIT\n"}  # fmt: skip
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tree / "DEBIAN").mkdir()
+    (tree / "DEBIAN" / "control").write_text(
+        "Package: golang-demo-dev\nVersion: 1:1.0-2\nArchitecture: all\nMaintainer: nobody <n@example.org>\n"
+        "Description: demo\n"
+    )
+    cache = tmp_path / "cache"
+    (cache / "dist").mkdir(parents=True)
+    deb = cache / "dist" / "golang-demo-dev_1%3a1.0-2_all.deb"  # as `apt-get download` names it
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True, capture_output=True)
+    package = BenchPackage("golang-demo-dev", "1:1.0-2", "MIT", ("*",), "usr/share/gocode/src/github.com/demo/pkg")
+    root = fetch_debian(cache, package, (".go",))
+    got = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".unpacked")
+    assert got == ["a.go", "sub/b.go"]
 
 
 def test_a_typescript_package_through_the_real_server(tmp_path, shipped_model_dir):

@@ -4,14 +4,18 @@ hand-written sources, what starts a comment line (no site there), and the langua
 
 Python's packages are wheels from PyPI (``repo.fetch_package``). TypeScript's and JavaScript's are npm
 tarballs (``fetch_npm``: ``npm pack`` into the cache, then only the members the package's globs name are
-unpacked). What a tarball ships beside its sources is never unpacked: compiled ``dist/`` files,
-declarations (``.d.ts``), source maps (whose ``sourcesContent`` holds the very source under test) and
-minified files would hand drafts and snippets the answer.
+unpacked). Go's and Rust's are Debian packages that ship their sources (``fetch_debian``: ``apt-get
+download`` of the pinned version, then the sources under the package's folder in its archive:
+``/usr/share/gocode/src/...`` for Go, ``/usr/share/cargo/registry/...`` for Rust). What an archive ships
+beside its sources is never unpacked: compiled ``dist/`` files, declarations (``.d.ts``), source maps
+(whose ``sourcesContent`` holds the very source under test) and minified files would hand drafts and
+snippets the answer; Go's tests (``_test.go``) are left out as Python's wheels leave theirs.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import shutil
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -23,7 +27,7 @@ from celeris_complete.training.packages import download, find_wheel, unpack_whee
 
 REPO = Path(__file__).resolve().parents[2]
 NPM = REPO / "scripts" / "npm"  # npm on the Node of the virtual environment (make test sets it up)
-NEVER = ("*.d.ts", "*.map", "*.min.js", "*/dist/*", "dist/*", "*/node_modules/*", "*.bundle.js")
+NEVER = ("*.d.ts", "*.map", "*.min.js", "*/dist/*", "dist/*", "*/node_modules/*", "*.bundle.js", "*_test.go")
 C_LIKE = ("//", "/*", "*")  # a line starting with one of these (after its indentation) is a comment
 
 
@@ -32,7 +36,8 @@ class BenchPackage:
     name: str
     version: str
     licence: str
-    include: tuple[str, ...] = ()  # npm: the tarball's members (under package/) that are sources
+    include: tuple[str, ...] = ()  # npm, Debian: the archive's members (under ``under``) that are sources
+    under: str = "package"  # the folder in the archive that is the package's root (npm's is package/)
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class BenchLanguage:
     language_id: str  # what the editor sends in didOpen
     suffixes: tuple[str, ...]
     comments: tuple[str, ...]
-    registry: str  # "pypi" or "npm"
+    registry: str  # "pypi", "npm" or "debian"
     packages: tuple[BenchPackage, ...]
 
 
@@ -67,6 +72,26 @@ LANGUAGES: dict[str, BenchLanguage] = {
          BenchPackage("moment", "2.31.0", "MIT", ("src/lib/*",)),
          BenchPackage("underscore", "1.13.8", "MIT", ("modules/*",))),
     ),
+    "go": BenchLanguage(
+        "go", "go", (".go",), C_LIKE, "debian",
+        tuple(BenchPackage(name, version, licence, ("*",), f"usr/share/gocode/src/github.com/{path}")
+              for name, version, licence, path in (
+                  ("golang-github-dustin-go-humanize-dev", "1.0.0-3", "MIT", "dustin/go-humanize"),
+                  ("golang-github-pelletier-go-toml-dev", "1.9.4-1", "MIT", "pelletier/go-toml"),
+                  ("golang-github-olekukonko-tablewriter-dev", "0.0.5-2", "MIT", "olekukonko/tablewriter"),
+                  ("golang-github-thoas-go-funk-dev", "0.9.3-1", "MIT", "thoas/go-funk"),
+                  ("golang-github-urfave-cli-dev", "1.22.9-2", "MIT", "urfave/cli"))),
+    ),
+    "rust": BenchLanguage(
+        "rust", "rust", (".rs",), C_LIKE, "debian",
+        tuple(BenchPackage(name, version, licence, ("src/*",), f"usr/share/cargo/registry/{crate}")
+              for name, version, licence, crate in (
+                  ("librust-itertools-dev", "0.10.3-1", "MIT OR Apache-2.0", "itertools-0.10.3"),
+                  ("librust-toml-dev", "0.5.11-1", "MIT OR Apache-2.0", "toml-0.5.11"),
+                  ("librust-humantime-dev", "2.1.0-1+b1", "MIT OR Apache-2.0", "humantime-2.1.0"),
+                  ("librust-prettytable-rs-dev", "0.10.0-1", "BSD-3-Clause", "prettytable-rs-0.10.0"),
+                  ("librust-semver-dev", "1.0.14-1", "MIT OR Apache-2.0", "semver-1.0.14"))),
+    ),
 }  # fmt: skip
 
 
@@ -81,19 +106,29 @@ def wanted(member: str, package: BenchPackage, suffixes: tuple[str, ...]) -> boo
 
 def unpack_sources(tarball: Path, package: BenchPackage, suffixes: tuple[str, ...], dest: Path) -> int:
     """The package's sources from an npm tarball into ``dest`` (paths under ``package/``); how many."""
-    count = 0
     with tarfile.open(tarball) as tar:
-        for member in tar.getmembers():
-            name = member.name.removeprefix("package/")
-            if not member.isfile() or ".." in Path(name).parts or not wanted(name, package, suffixes):
-                continue
-            data = tar.extractfile(member)
-            if data is None:
-                continue
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data.read())
-            count += 1
+        return _unpack(tar, package, suffixes, dest)
+
+
+def _unpack(tar: tarfile.TarFile, package: BenchPackage, suffixes: tuple[str, ...], dest: Path) -> int:
+    """The members under ``package.under`` that ``wanted`` names, into ``dest``; how many (a stream: members
+    are read in order, as ``dpkg-deb --fsys-tarfile`` writes them)."""
+    root = package.under.strip("/") + "/"
+    count = 0
+    for member in tar:
+        name = member.name.removeprefix("./")
+        if not member.isfile() or not name.startswith(root):
+            continue
+        name = name[len(root) :]
+        if ".." in Path(name).parts or not wanted(name, package, suffixes):
+            continue
+        data = tar.extractfile(member)
+        if data is None:
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data.read())
+        count += 1
     return count
 
 
@@ -115,6 +150,37 @@ def fetch_npm(cache: Path, package: BenchPackage, suffixes: tuple[str, ...]) -> 
             raise CelerisError(f"bench repo could not fetch {spec} from npm: {run.stderr.strip()[-400:]}")
     if unpack_sources(tarball, package, suffixes, root) == 0:
         raise CelerisError(f"{package.name} {package.version}: no source file matches {package.include}")
+    (root / ".unpacked").touch()
+    return root
+
+
+def fetch_debian(cache: Path, package: BenchPackage, suffixes: tuple[str, ...]) -> Path:
+    """The folder holding the package's sources: ``apt-get download NAME=VERSION`` once into ``cache/dist``
+    (the pinned version: another would change the benchmark), its sources unpacked once."""
+    root = cache / "src" / f"{package.name}-{package.version}"
+    if (root / ".unpacked").exists():
+        return root
+    dist = cache / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    found = sorted(dist.glob(f"{package.name}_{package.version.replace(':', '%3a')}_*.deb"))
+    if not found:
+        if shutil.which("apt-get") is None:
+            raise CelerisError(f"{package.name}: bench repo fetches it with apt-get (Debian), which is missing here")
+        spec = f"{package.name}={package.version}"
+        run = subprocess.run(["apt-get", "download", "-q", spec], cwd=dist, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+        found = sorted(dist.glob(f"{package.name}_{package.version.replace(':', '%3a')}_*.deb"))
+        if run.returncode != 0 or not found:
+            raise CelerisError(
+                f"bench repo could not fetch {spec} from Debian (`apt-get update` first?): {run.stderr.strip()[-400:]}"
+            )
+    if shutil.which("dpkg-deb") is None:
+        raise CelerisError(f"{package.name}: bench repo unpacks it with dpkg-deb (Debian), which is missing here")
+    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(found[-1])], stdout=subprocess.PIPE) as unpack:
+        with tarfile.open(fileobj=unpack.stdout, mode="r|") as tar:
+            count = _unpack(tar, package, suffixes, root)
+    if unpack.returncode != 0 or count == 0:
+        raise CelerisError(f"{package.name} {package.version}: no source file under {package.under} in {found[-1]}")
     (root / ".unpacked").touch()
     return root
 
@@ -149,7 +215,8 @@ def fetch_source(language: str, name: str, version: str) -> Path:
     if lang.registry == "pypi":
         return fetch_package(name, version)
     package = next(p for p in lang.packages if (p.name, p.version) == (name, version))
-    return fetch_npm(cache_dir(), package, lang.suffixes)
+    fetch = fetch_npm if lang.registry == "npm" else fetch_debian
+    return fetch(cache_dir(), package, lang.suffixes)
 
 
 def python_files(root: Path) -> dict[str, str]:

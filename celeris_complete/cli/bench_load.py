@@ -69,7 +69,7 @@ def bench_repo(
     ] = None,
     seed: Annotated[int, typer.Option(help="Chooses the files and sites.")] = 0,
     language: Annotated[
-        str, typer.Option(help="python, typescript or javascript: that language's packages (npm for the last two).")
+        str, typer.Option(help="python, typescript, javascript, go or rust (packages from PyPI, npm, Debian).")
     ] = "python",
     steps: StepsOption = None,
     quant: QuantOption = None,
@@ -89,8 +89,8 @@ def bench_repo(
         ),
     ] = False,
 ) -> None:
-    """Complete lines in real packages the model never saw (pinned versions, downloaded with pip or npm
-    into a cache) through the real language server: exact match, edit similarity, empty answers, latency."""
+    """Complete lines in real packages the model never saw (pinned versions, downloaded with pip, npm or
+    apt-get into a cache) through the real language server: exact match, edit similarity, empty answers, latency."""
     import json
 
     from celeris_complete.bench.repo import run, table, without_sites
