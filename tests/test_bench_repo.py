@@ -12,11 +12,13 @@ from lsprotocol import types
 from celeris_complete.bench.repo import (
     MIN_REST,
     PACKAGES,
+    Site,
     choose_sites,
     cut_text,
     evaluate_folder,
     inserted_at_cursor,
     score,
+    site_context,
     table,
 )
 from celeris_complete.bench.repo_languages import cache_dir, fetch_package, python_files
@@ -239,7 +241,11 @@ def test_debian_packages_give_the_sources_under_their_folder_and_not_their_tests
 
 
 def test_a_typescript_package_through_the_real_server(tmp_path, shipped_model_dir):
+    from celeris_complete.checks.grammar import grammar_window
     from celeris_complete.checks.languages import foreign, resolve
+    from celeris_complete.checks.syntax import judge
+    from celeris_complete.checks.window import BLAMED
+    from celeris_complete.engine.confidence import VERDICTS
 
     root = tmp_path / "things"
     (root / "src").mkdir(parents=True)
@@ -251,12 +257,15 @@ def test_a_typescript_package_through_the_real_server(tmp_path, shipped_model_di
     assert result["sites"] == 6 and all(f.endswith(".ts") for f in result["files_under_test"])
     results = result["results"]
     assert not any(r["expected"].lstrip().startswith(("//", "/*", "*")) for r in results)  # no comment sites
-    # The server was told the language: no Python compiler's verdict on a TypeScript answer, and none
-    # shown with a form only Python has (cut before it: "shortened", or withheld: "foreign"; here the
-    # model wrote a line of triple quotes under a method's first line).
-    assert all(r["source"] == "model" and r["syntax"] in ("", "foreign", "shortened") for r in results), results
-    assert any(r["syntax"] in ("foreign", "shortened") for r in results)
+    # The server was told the language: TypeScript's parser judged the answers (checks/grammar.py), none
+    # shown that it blames where the code around the cursor parsed cleanly, and none shown with a form
+    # only Python has (checks/languages.py: the model writes triple quotes under a method's first line).
+    assert all(r["source"] == "model" and r["syntax"] in (*VERDICTS, "foreign") for r in results), results
+    assert sum(r["syntax"] not in ("", "foreign") for r in results) >= 4
     ts = resolve("typescript")
     for r in results:
-        before = (root / r["file"]).read_text().split("\n")[r["line"]][: r["col"]]
-        assert not (r["answer"] and foreign(ts, before, r["answer"])), r
+        text = (root / r["file"]).read_text()
+        prefix, suffix = site_context(text, Site(r["file"], r["line"], r["col"], r["kind"], r["expected"]))
+        assert not (r["answer"] and foreign(ts, prefix[prefix.rfind("\n") + 1 :], r["answer"])), r
+        win = grammar_window(prefix, suffix, ts)
+        assert not (r["answer"] and win.clean and judge(win, r["answer"]) == BLAMED), r

@@ -67,9 +67,10 @@ def line_is_open(line: str) -> bool:
     return opened is not None and (len(opened[0]) == 1 or bool(opened[1]))
 
 
-def closed(text: str, prefix: str) -> list[str]:
-    """A one-line answer finished: the brackets the line leaves open closed, a colon added, or both
-    (not one of punctuation alone: ``(`` made ``()`` says nothing); not inside a string or a comment."""
+def closed(text: str, prefix: str, terminator: str = ":") -> list[str]:
+    """A one-line answer finished: the brackets the line leaves open closed, ``terminator`` added (Python's
+    colon; a semicolon in the C family; "": none), or both (not one of punctuation alone: ``(`` made
+    ``()`` says nothing); not inside a string or a comment."""
     if "\n" in text or not any(c.isalnum() for c in text):
         return []
     left = still_open(prefix[prefix.rfind("\n") + 1 :] + text)
@@ -78,6 +79,6 @@ def closed(text: str, prefix: str) -> list[str]:
     closers = left[1]
     tail = text.rstrip()
     out = [tail + closers] if closers else []
-    if not tail.endswith(":"):
-        out.append(tail + closers + ":")
+    if terminator and not tail.endswith(terminator):
+        out.append(tail + closers + terminator)
     return out

@@ -140,7 +140,7 @@ def mended(text: str, prefix: str, suffix: str, win: Window) -> tuple[str, str] 
     fixed = first_compiling(shortened(text), win)
     if fixed is not None:
         return fixed, "shortened"
-    fixed = first_compiling(closed(text, prefix), win)
+    fixed = first_compiling(closed(text, prefix, win.terminator), win)
     return None if fixed is None else (fixed, "closed")
 
 

@@ -9,6 +9,7 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import ClassVar
 
 from celeris_complete.checks.brackets import still_open
 from celeris_complete.checks.names import MAX_DOCUMENT, may_be_unbound, unbound_names
@@ -69,6 +70,7 @@ class Window:
     ahead: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
     beyond: tuple[str, int] = field(default=("", 0), repr=False, compare=False)
     _lines: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> error line
+    terminator: ClassVar[str] = ":"  # what finishes a line that opens a block (``brackets.closed``)
     _names: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # text -> names missing
 
     @property

@@ -1,7 +1,8 @@
-"""Stage 4: the compiler's verdict on the answer (Python): repaired, replaced by a sampled answer that
-compiles, or withheld; alternatives it blames dropped.  In a document in another language, an answer
-with a form only Python has is withheld (verdict "foreign"; checks/languages.py).  And the check of an
-answer a remote server completed whole."""
+"""Stage 4: the verdict on the answer of Python's compiler, or of the language's parser elsewhere
+(checks/grammar.py): repaired, replaced by a sampled answer that parses, or withheld; alternatives it
+blames dropped.  In a document in another language, an answer with a form only Python has is cut or
+withheld besides (verdict "shortened" or "foreign"; checks/languages.py): a lenient grammar lets some
+through.  And the check of an answer a remote server completed whole."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from celeris_complete.model.context import Context
 
 
 def check_answer(run: Decoding, text: str, others: tuple[str, ...], drafted: list[str]) -> tuple[str, tuple, str]:
-    """(answer, alternatives with the spare drafts first, the compiler's verdict or "")."""
+    """(answer, alternatives with the spare drafts first, the verdict or "")."""
     verdict = ""
     req, plan, s = run.req, run.plan, run.engine.settings
-    if plan.checked:  # under the lock: a blamed answer's replacements decode on the same keys/values
+    # (A parser's window is None where the parse took too long: nothing judged then.)
+    if plan.checked and (plan.python or run.drafts.win is not None):  # under the lock: replacements decode on
+        # the same keys/values
         # As many slots as syntax_candidates line canvases: fewer samples of a block's larger canvas.
         n = max(1, -(-s.syntax_candidates * s.canvas_line // plan.canvas))
 
@@ -30,8 +33,9 @@ def check_answer(run: Decoding, text: str, others: tuple[str, ...], drafted: lis
         text, verdict, win = check(text, req.prefix, req.suffix, others, sample, run.drafts.win)
         # Alternatives the user asked for: none the compiler blames either.
         others = tuple(o for o in others if o != text and judge(win, o) != BLAMED)
-    elif plan.language is not None and plan.language.family != "python":
-        text, verdict, others, drafted = keep_python_out(plan.language, req.prefix, text, others, drafted)
+    if plan.language is not None and plan.language.family != "python":  # a parser lets some Python through
+        text, guard, others, drafted = keep_python_out(plan.language, req.prefix, text, others, drafted)
+        verdict = guard or verdict
     return text, tuple(d for d in drafted if d != text) + others, verdict
 
 

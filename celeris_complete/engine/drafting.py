@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from celeris_complete.backends.base import Supports
+from celeris_complete.checks.grammar import GrammarWindow, grammar_window
 from celeris_complete.checks.postprocess import postprocess
 from celeris_complete.checks.syntax import fits, header_drafts, judge, mended
 from celeris_complete.checks.window import BLAMED, Window, window
@@ -26,7 +27,7 @@ DRAFTS_IN_RESERVE = 2
 
 @dataclass(slots=True)
 class Drafts:
-    win: Window | None = None  # the compiler's window (a checked request)
+    win: Window | GrammarWindow | None = None  # the compiler's or the parser's window (a checked request)
     offers: list[Draft] = field(default_factory=list)  # for the model to judge, best first
     spare: list[Draft] = field(default_factory=list)  # the next ones: alternatives as they are
     ids: list[torch.Tensor] | None = None  # each offer as canvas tokens
@@ -37,12 +38,12 @@ def gather_drafts(
     ids: SpecialIds, can: Supports,
 ) -> Drafts:  # fmt: skip
     prefix, suffix, mode = req.prefix, req.suffix, plan.mode
-    out = Drafts(window(prefix, suffix, req.whole_file) if plan.checked else None)
+    out = Drafts(judging_window(req, plan))
     if not (s.drafts and plan.decode.temperature == 0 and can.drafts):
         return out
     win = out.win
     # Where the compiler leaves one header to write (``else:``...), it goes first.
-    headers = [Draft(h, "syntax", 1) for h in header_drafts(win, prefix, suffix)] if win is not None else []
+    headers = [Draft(h, "syntax", 1) for h in header_drafts(win, prefix, suffix)] if plan.python and win else []
     # On an import line, the names the document uses and nothing imports yet go first.
     whole = plan.python and req.whole_file
     try:
@@ -67,7 +68,18 @@ def gather_drafts(
     return out
 
 
-def fitting(found: Sequence[Draft], win: Window, wanted: int, prefix: str, suffix: str, mode: str) -> list[Draft]:
+def judging_window(req: InfillRequest, plan: SpanPlan) -> Window | GrammarWindow | None:
+    """What judges the answers of a checked request: Python's compiler window, else the language's parser's."""
+    if not plan.checked:
+        return None
+    if plan.language is not None and plan.language.family != "python":
+        return grammar_window(req.prefix, req.suffix, plan.language, req.language)
+    return window(req.prefix, req.suffix, req.whole_file)
+
+
+def fitting(
+    found: Sequence[Draft], win: Window | GrammarWindow, wanted: int, prefix: str, suffix: str, mode: str
+) -> list[Draft]:
     """The first ``wanted`` drafts the compiler's check would show, judged in order. A line's draft is
     the whole answer (the span ends after it), so it is judged as shown: one the compiler blames where
     the window compiles without it (``Window.clean``; a copy of another hole's line, of a line being

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from celeris_complete.backends.base import StepBackend, Supports
+from celeris_complete.checks import grammar
 from celeris_complete.checks.brackets import line_is_open
 from celeris_complete.checks.languages import resolve
 from celeris_complete.checks.postprocess import at_blank_line, choose_mode
@@ -50,4 +51,6 @@ def first_slot(plan: SpanPlan, req: InfillRequest, ctx: Context, b: StepBackend,
     plan.first_allowed = first_allowed
     plan.language = resolve(req.language)
     plan.python = plan.language is not None and plan.language.family == "python"
-    plan.checked = s.syntax_candidates > 0 and can.alternatives and plan.decode.temperature == 0 and plan.python
+    # Python's compiler, or the language's parser where it has one (checks/grammar.py).
+    judged = plan.python or grammar.available(plan.language, req.language)
+    plan.checked = s.syntax_candidates > 0 and can.alternatives and plan.decode.temperature == 0 and judged

@@ -29,9 +29,10 @@ class InfillRequest:
     (``Completion.alternatives``): the next drafts as ranked, then samples; the answer itself is the
     same as without them (except where the compiler blames it mid-line: then the samples are tried as
     its replacement).  ``on_step(step, text)`` sees the whole canvas as text after every refinement
-    step, before post-processing.  ``language`` (an LSP language id or a file name): for Python, an
-    answer the parser blames is repaired, or replaced by a sampled one that compiles (setting
-    ``syntax_candidates``; see ``checks/syntax.py``); ``repair_samples`` False: by no newly sampled one.
+    step, before post-processing.  ``language`` (an LSP language id or a file name): an answer
+    Python's compiler or the language's parser blames is repaired, or replaced by a sampled one that
+    parses (setting ``syntax_candidates``; see ``checks/syntax.py``, ``checks/grammar.py``);
+    ``repair_samples`` False: by no newly sampled one.
     """
 
     prefix: str
@@ -72,5 +73,5 @@ class SpanPlan:
     decode: DecodeSettings
     first_allowed: torch.Tensor | None = None  # tokens the span may start with (None: any)
     python: bool = False
-    checked: bool = False  # the compiler judges the answer (Python, greedy, samples possible)
+    checked: bool = False  # the compiler or the language's parser judges the answer (greedy, samples possible)
     language: Language | None = None  # the document's (checks/languages.py), None when not known
