@@ -157,3 +157,17 @@ def test_the_engine_judges_answers_outside_python_with_the_parser(shipped_model_
     assert engine.complete(InfillRequest(prefix, suffix, language="go")).text == "xs x"
     engine.use_settings(load_settings(dict(model=str(shipped_model_dir), threads=1)))
     assert engine.complete(InfillRequest(prefix, suffix, language="markdown")).syntax == ""
+
+
+def test_answers_completed_whole_are_judged_in_the_named_language():
+    """A remote server's or a batched row's answer (engine/checking.py check_whole): no samples to draw."""
+    from celeris_complete.engine.checking import check_whole
+
+    prefix, suffix = around("go")
+    assert check_whole("xs x", prefix, suffix, "go", 4) == ("", "withheld")
+    assert check_whole("total += x", prefix, suffix, "a/b.go", 4) == ("total += x", "ok")
+    assert check_whole("xs x", prefix, suffix, None, 4) == ("xs x", "")  # no language named: as it is
+    assert check_whole("xs x", prefix, suffix, "markdown", 4) == ("xs x", "")
+    assert check_whole("xs x", prefix, suffix, "go", 0) == ("xs x", "")  # the check turned off
+    assert check_whole("self.total = 1", prefix, suffix, "go", 0) == ("", "foreign")  # the guard stays
+    assert check_whole("y = (1", "def f():\n    ", "\n", "python", 4) == ("y = (1)", "closed")

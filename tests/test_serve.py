@@ -572,3 +572,29 @@ def test_the_server_module_loads_without_torch():
     code = "import sys, celeris_complete.serve.app; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+GO_LOOP = {"prompt": "package x\n\nfunc sum(xs []int) int {\n\ttotal := 0\n\tfor _, x := range xs {\n\t\t",
+           "suffix": "\n\t}\n\treturn total\n}\n", "max_tokens": 16}  # fmt: skip
+
+
+def test_the_request_names_the_language_and_answers_are_judged_in_it(client):
+    """A Go document: the model (trained on Python) writes what Go's parser blames; named by ``language``
+    or by ``filename``, the answer is judged by it (repaired or withheld) and never has Python's forms."""
+    from celeris_complete.checks.grammar import grammar_window
+    from celeris_complete.checks.languages import foreign, resolve
+    from celeris_complete.checks.syntax import judge
+    from celeris_complete.checks.window import BLAMED
+
+    go = resolve("go")
+    win = grammar_window(GO_LOOP["prompt"], GO_LOOP["suffix"], go)
+    assert win.clean
+    plain = client.post("/v1/fim/completions", json=GO_LOOP).json()["choices"][0]["text"]
+    assert judge(win, plain) == BLAMED, plain  # (what this test needs the model to do without the language)
+    for named in ({"language": "go"}, {"filename": "pkg/sum.go"}):
+        text = client.post("/v1/fim/completions", json={**GO_LOOP, **named}).json()["choices"][0]["text"]
+        assert text != plain and judge(win, text) != BLAMED and not foreign(go, "\t\t", text), (named, text)
+    assert parse_request({"prompt": "x", "language": "go", "filename": "a.go"}).language == "go"
+    with pytest.raises(ApiError) as err:
+        parse_request({"prompt": "x", "language": "g" * 65})
+    assert err.value.param == "language"

@@ -204,7 +204,7 @@ class RemoteBackend:
 
     def complete(
         self, window: Window, mode: str, max_tokens: int | None, steps: int | None, decode: DecodeSettings,
-        deadline_ms: float | None, should_cancel, settings: Settings, t0: float,
+        deadline_ms: float | None, should_cancel, settings: Settings, t0: float, language: str | None = None,
     ) -> Completion:  # fmt: skip
         deadline = None if deadline_ms is None else t0 + (deadline_ms + GRACE_MS) / 1e3
         if self.server is None:
@@ -227,6 +227,8 @@ class RemoteBackend:
             body["max_tokens"] = max_tokens or (CHAT_MAX_TOKENS[mode] if chat else settings.values[canvas_key])
         if ours:
             body.update(mode=mode, file_start=window.file_start, file_end=window.file_end)
+            if language:
+                body["language"] = language[:64]
             if window.snippets:
                 body["snippets"] = list(window.snippets)
             if steps or chosen("steps"):

@@ -7,8 +7,9 @@ through.  And the check of an answer a remote server completed whole."""
 from __future__ import annotations
 
 from celeris_complete.backends.base import Backend, Completion
+from celeris_complete.checks.grammar import grammar_window
 from celeris_complete.checks.languages import Language, first_foreign_line, foreign, resolve
-from celeris_complete.checks.syntax import check, is_python, judge
+from celeris_complete.checks.syntax import check, judge
 from celeris_complete.checks.window import BLAMED
 from celeris_complete.config import Settings
 from celeris_complete.engine.decode import Decoding
@@ -55,13 +56,33 @@ def keep_python_out(
     return text, verdict, others, [d for d in drafted if not foreign(language, before, d)]
 
 
+def check_whole(
+    text: str, prefix: str, suffix: str, language: str | None, syntax_candidates: int, whole: bool = True
+) -> tuple[str, str]:
+    """(answer, verdict) for an answer completed whole (a remote server's, a batched row's): judged by
+    Python's compiler or the language's parser, repaired or withheld without samples (setting
+    ``syntax_candidates`` 0: not judged), and in another language than Python never with a form only
+    Python has.  ``language`` unknown or None: as it is."""
+    found = resolve(language)
+    if found is None or not text:
+        return text, ""
+    verdict = ""
+    if found.family == "python":
+        if syntax_candidates > 0:
+            text, verdict, _ = check(text, prefix, suffix, whole=whole)
+        return text, verdict
+    win = grammar_window(prefix, suffix, found, language) if syntax_candidates > 0 else None
+    if win is not None:
+        text, verdict, _ = check(text, prefix, suffix, win=win)
+    text, guard, _, _ = keep_python_out(found, prefix, text, (), [])
+    return text, guard or verdict
+
+
 def complete_whole(b: Backend, req: InfillRequest, plan: SpanPlan, ctx: Context, s: Settings, t0: float) -> Completion:
-    """A backend that completes whole (a remote server): its answer checked here, no samples."""
-    done = b.complete(ctx, plan.mode, req.max_tokens, req.steps, plan.decode, req.deadline_ms, req.should_cancel, s, t0)
-    if s.syntax_candidates > 0 and is_python(req.language) and done.text:
-        done.text, done.syntax, _ = check(done.text, req.prefix, req.suffix, whole=req.whole_file)
-    elif (language := resolve(req.language)) is not None and done.text:
-        text, verdict, _, _ = keep_python_out(language, req.prefix, done.text, (), [])
-        if verdict:
-            done.text, done.syntax = text, verdict
+    """A backend that completes whole (a remote server): its answer checked here (``check_whole``)."""
+    done = b.complete(ctx, plan.mode, req.max_tokens, req.steps, plan.decode, req.deadline_ms, req.should_cancel, s, t0,
+                      language=req.language)  # fmt: skip
+    text, verdict = check_whole(done.text, req.prefix, req.suffix, req.language, s.syntax_candidates, req.whole_file)
+    if verdict:
+        done.text, done.syntax = text, verdict
     return done

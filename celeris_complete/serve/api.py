@@ -5,7 +5,9 @@ the cursor, ``suffix`` after it, as Mistral's Codestral and Inception's Mercury 
 OpenAI's legacy ``POST /v1/completions`` with ``suffix``, and OpenAI's chat completions
 (``POST /v1/chat/completions``) with the code and a ``<FILL_HERE>`` marker in the last user message
 (``backends/chat_prompt.py``); plus our own optional ``steps``, ``mode``, ``deadline_ms``,
-``stream_steps``, ``snippets``, ``file_start`` and ``file_end``.  Unknown fields
+``stream_steps``, ``snippets``, ``file_start``, ``file_end``, ``language`` and ``filename`` (what the
+document is written in: an answer in a language other than Python is judged by its parser, and never
+has a form only Python has).  Unknown fields
 are ignored; a wrong type or value is an ``ApiError`` that the server answers with an OpenAI-style
 error body.
 """
@@ -67,6 +69,10 @@ class CompletionRequest(BaseModel):
     snippets: list[str] = Field(default_factory=list, max_length=MAX_SNIPPETS)
     file_start: bool = True
     file_end: bool = True
+    # The document's language (an LSP id such as "go", or "typescriptreact") or its file's name ("x.go"):
+    # answers are checked as the language server's are. Neither: Python's rules, as before.
+    language: Optional[str] = Field(None, max_length=64)
+    filename: Optional[str] = Field(None, max_length=1024)
     # OpenAI fields whose meaning we cannot honour: refused rather than silently ignored.
     echo: bool = False
     logprobs: Optional[int] = None
@@ -128,7 +134,7 @@ def parse_request(data: object) -> CompletionRequest:
 
 # Fields of a chat request taken over as they are; the rest of a chat request is its messages.
 CHAT_FIELDS = ("model", "temperature", "top_p", "stop", "n", "stream", "seed", "user", "steps", "mode", "deadline_ms",
-               "snippets", "file_start", "file_end")  # fmt: skip
+               "snippets", "file_start", "file_end", "language", "filename")  # fmt: skip
 CHAT_REFUSED = ("logprobs", "top_logprobs", "tools", "tool_choice", "functions", "response_format", "stream_steps")
 
 

@@ -278,6 +278,7 @@ class BatchScheduler(Scheduler):
     def _finish(self, row: Row, result: tuple) -> None:
         from celeris_complete.checks.postprocess import postprocess
         from celeris_complete.engine import Completion
+        from celeris_complete.engine.checking import check_whole
         from celeris_complete.engine.confidence import features
         from celeris_complete.model.diffusion import span_tokens
 
@@ -291,6 +292,10 @@ class BatchScheduler(Scheduler):
         after_cursor = raw[len(heal) :] if raw.startswith(heal) else raw
         t1 = time.perf_counter()
         text = postprocess(after_cursor, r.job.prefix, r.job.suffix, p.mode)
+        # Judged as a remote server's answer is (engine/checking.py): only where the client named the language.
+        job = r.job
+        text, verdict = check_whole(text, job.prefix, job.suffix, job.language, engine.settings.syntax_candidates,
+                                    job.file_start and job.file_end)  # fmt: skip
         t2 = time.perf_counter()
         first = row.index == 0  # the request's shared work counts once, on its first choice
         timings = {
@@ -308,12 +313,12 @@ class BatchScheduler(Scheduler):
             offered = {"source": p.draft.source, "votes": p.draft.count, "tokens": int(p.draft_ids.numel()),
                        "kept": row.kept[0] if row.kept else 0}  # fmt: skip
         cache = r.cache if first else "hit"
-        # How sure: as the engine's answers are (no compiler's check here: the server is told no language).
-        known = features(row.trace[0] if row.trace else None, len(span), ran, offered, "", p.mode, r.job.prefix,
+        # How sure: as the engine's answers are.
+        known = features(row.trace[0] if row.trace else None, len(span), ran, offered, verdict, p.mode, r.job.prefix,
                          r.job.suffix, text, after_cursor, heal)  # fmt: skip
         confidence = engine.calibrator.predict(known) if engine.calibrator is not None and text.strip() else None
         c = Completion(text, p.mode, ran, len(span), cache, len(p.ctx.tokens), timings, raw, heal,
-                       p.ctx.snippet_tokens, offered, (), "", known, confidence,
+                       p.ctx.snippet_tokens, offered, (), verdict, known, confidence,
                        engine.min_confidence_for(known))  # fmt: skip
         r.done.append((row.index, c))
         r.rows_left -= 1

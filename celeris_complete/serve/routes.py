@@ -189,6 +189,7 @@ async def completions(request: Request, fim: bool, chat: bool = False) -> Respon
         snippets=tuple(req.snippets),
         file_start=req.file_start,
         file_end=req.file_end,
+        language=req.language or req.filename,
     )
     try:
         server.scheduler.submit(job)

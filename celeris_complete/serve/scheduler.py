@@ -60,6 +60,7 @@ class Job:
     snippets: tuple[str, ...] = ()
     file_start: bool = True
     file_end: bool = True
+    language: str | None = None  # an LSP language id or a file name (engine/request.py InfillRequest.language)
     arrived: float = field(default_factory=time.perf_counter)
     cancel: threading.Event = field(default_factory=threading.Event)
     started: float | None = None
@@ -193,6 +194,7 @@ class Scheduler:
                 snippets=job.snippets,
                 file_start=job.file_start,
                 file_end=job.file_end,
+                language=job.language,
                 source=f"client:{job.client}",  # its own earlier answers as drafts, never another client's
             )
         )
