@@ -13,6 +13,9 @@ answered) by an invoked request at the same place, as when the user stops and as
 completions: the server answers it with ``alternatives`` completions, and its latency and the
 number of distinct items it returned are reported apart.
 
+With ``language`` other than Python, the files typed are that language's `bench repo` packages'
+(``bench/repo_languages.py``; fetched once into the cache), the largest package's folder the workspace.
+
 With ``think_s``, the typist stops for that long after each line (a user reading or thinking): a
 background adaptation (setting ``adapt``) resumes in such pauses, so the keystroke after each one
 meets it running; the server's adaptation status at the end says whether it ran and how often it
@@ -44,10 +47,15 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def typing_sessions(count: int, seed: int = 0) -> list[tuple[str, str, str]]:
-    """(name, text before the typing, text to type) from this package's own source files."""
+def typing_sessions(
+    count: int, seed: int = 0, files: list[Path] | None = None, root: Path = SOURCES
+) -> list[tuple[str, str, str]]:
+    """(name, text before the typing, text to type) from ``files`` (under ``root``; by default this
+    package's own source files); files under 60 lines are not typed."""
     rng = random.Random(seed)
-    files = source_files()
+    files = files or source_files()
+    if not any(p.read_text(encoding="utf-8").count("\n") >= 59 for p in files):
+        raise RuntimeError(f"no file of 60 lines or more to type under {root}")
     sessions = []
     while len(sessions) < count:
         path = rng.choice(files)
@@ -55,9 +63,25 @@ def typing_sessions(count: int, seed: int = 0) -> list[tuple[str, str, str]]:
         if len(lines) < 60:
             continue
         start = rng.randrange(5, max(6, len(lines) - 40))
-        name = path.relative_to(SOURCES).as_posix()
+        name = path.relative_to(root).as_posix()
         sessions.append((name, "\n".join(lines[:start]) + "\n", "\n".join(lines[start : start + 30])))
     return sessions
+
+
+def language_workspace(language: str) -> tuple[Path, list[Path], str]:
+    """(workspace folder, files to type, language id) for ``language``: this package's own Python files,
+    or the largest of that language's `bench repo` packages."""
+    if language == "python":
+        return SOURCES, source_files(), "python"
+    from celeris_complete.bench.repo_languages import LANGUAGES, fetch_source
+    from celeris_complete.bench.repo_languages import source_files as sources_in
+
+    if language not in LANGUAGES:
+        raise RuntimeError(f"unknown language {language}: choose from {', '.join(LANGUAGES)}")
+    lang = LANGUAGES[language]
+    roots = [fetch_source(language, p.name, p.version) for p in lang.packages]
+    root = max(roots, key=lambda r: sum(len(t) for t in sources_in(r, lang.suffixes).values()))
+    return root, [root / path for path in sources_in(root, lang.suffixes)], lang.language_id
 
 
 def plain(value):
@@ -141,7 +165,9 @@ async def _run(
     invoked_every: int = 0,
     think_s: float = 0.0,
     trace: list | None = None,
+    language: str = "python",
 ) -> dict:
+    root, files, language_id = language_workspace(language)
     with_snippets = []
     last_timings = []
 
@@ -154,21 +180,21 @@ async def _run(
     options = dict(init_options)
     if model:
         options["model"] = model
-    client, ready_s, status = await start_server(options, SOURCES, on_timings)
+    client, ready_s, status = await start_server(options, root, on_timings)
     pid = client._server.pid
     rss_start = rss_warm = rss_mb(pid)
     interval = 1.0 / keys_per_second
     latencies, answered_in_time, shown = [], 0, 0
     invoked_ms, invoked_items = [], []
-    sessions = iter(typing_sessions(1000))
+    sessions = iter(typing_sessions(1000, files=files, root=root))
     deadline = time.perf_counter() + seconds
     keystrokes = 0
     while time.perf_counter() < deadline:
         name, before, to_type = next(sessions)
-        uri = (SOURCES / name).resolve().as_uri()  # its own file on disk is never its snippet
+        uri = (root / name).resolve().as_uri()  # its own file on disk is never its snippet
         client.text_document_did_open(
             types.DidOpenTextDocumentParams(
-                types.TextDocumentItem(uri=uri, language_id="python", version=1, text=before)
+                types.TextDocumentItem(uri=uri, language_id=language_id, version=1, text=before)
             )
         )
         line, col, version = before.count("\n"), 0, 1
@@ -250,8 +276,11 @@ def run(
     invoked_every: int = 0,
     think_s: float = 0.0,
     trace: list | None = None,
+    language: str = "python",
 ) -> dict:
     """``invoked_every``: also an invoked request (alternatives) after every Nth keystroke (0: none);
     ``think_s``: a pause after each typed line; ``trace``: receives each keystroke's latency and the
-    server's timings for it."""
-    return asyncio.run(_run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s, trace))
+    server's timings for it; ``language``: what is typed (see the module doc)."""
+    return asyncio.run(
+        _run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s, trace, language)
+    )

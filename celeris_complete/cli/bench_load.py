@@ -36,13 +36,17 @@ def bench_lsp(
     ] = 0,
     alternatives: Annotated[Optional[int], typer.Option(help="Completions an invoked request asks for.")] = None,
     think_s: Annotated[float, typer.Option(help="Seconds the typist stops after each line.")] = 0.0,
+    language: Annotated[
+        str, typer.Option(help="python (this package's files), or the files of that language's bench repo package.")
+    ] = "python",
     setting: Annotated[
         Optional[list[str]], typer.Option("--set", help="Any other server setting, KEY=VALUE (repeatable).")
     ] = None,
     output: JsonOutputOption = None,
 ) -> None:
     """Type real files into the real language server over stdio; client-observed latency and memory
-    (and, with --invoked-every, the latency of invoked requests with alternatives)."""
+    (and, with --invoked-every, the latency of invoked requests with alternatives); --language: files in
+    another language (the largest of its bench repo packages)."""
     import json
 
     from celeris_complete.bench.lsp import run
@@ -51,7 +55,7 @@ def bench_lsp(
         fail("--invoked-every and --think-s must be 0 or more")
     options = server_options(dict(quant=quant, backend=backend, alternatives=alternatives), setting)
     try:
-        result = run(model, seconds, keys_per_second, options, invoked_every, think_s)
+        result = run(model, seconds, keys_per_second, options, invoked_every, think_s, language=language)
     except RuntimeError as exc:
         fail(str(exc))
     if output:
