@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from celeris_complete.checks.languages import family_of
 from celeris_complete.drafts.snippets import MAX_FILE_CHARS, Snippet, SnippetIndex
 from celeris_complete.system.memory import release_freed_memory
 from celeris_complete.system.workspace_files import WorkspaceFiles
@@ -251,6 +252,6 @@ class SnippetSource:
         old = self._chosen.get(key)
         if old is not None and old[0] == stamp:
             return old[1]
-        chosen = self.index.query(query, exclude=key, limit=limit)
+        chosen = self.index.query(query, exclude=key, limit=limit, family=family_of(key))
         self._chosen[key] = (stamp, chosen)
         return chosen

@@ -190,7 +190,8 @@ def test_npm_tarballs_give_their_sources_and_nothing_built_from_them(tmp_path):
     import io
     import tarfile
 
-    from celeris_complete.bench.repo_languages import BenchPackage, fetch_npm
+    from celeris_complete.bench.repo_languages import BenchPackage
+    from celeris_complete.training.registries import fetch_npm
 
     members = {"package/src/a.ts": "export const a = 1;\n", "package/src/b/c.ts": "export const c = 2;\n",
                "package/src/a.d.ts": "export declare const a: number;\n", "package/dist/a.ts": "x\n",
@@ -214,7 +215,8 @@ def test_npm_tarballs_give_their_sources_and_nothing_built_from_them(tmp_path):
 def test_debian_packages_give_the_sources_under_their_folder_and_not_their_tests(tmp_path):
     """A Go package's archive (as ``golang-*-dev`` ships it): only the sources under the package's folder,
     never its ``_test.go`` files, other folders or other suffixes; a cached archive is not downloaded."""
-    from celeris_complete.bench.repo_languages import BenchPackage, fetch_debian
+    from celeris_complete.bench.repo_languages import BenchPackage
+    from celeris_complete.training.registries import fetch_debian
 
     tree = tmp_path / "tree"
     folder = tree / "usr/share/gocode/src/github.com/demo/pkg"

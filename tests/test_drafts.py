@@ -340,3 +340,39 @@ def test_a_copy_under_the_cursors_very_line_above_counts_beyond_looking_alike(mo
     assert [d.text for d in find_drafts(prefix, suffix, limit=2)] == ["rows", "data"]
     monkeypatch.setattr(drafts, "RANK_WEIGHTS", (*drafts.RANK_WEIGHTS[:5], 0.0, 0.0))
     assert [d.text for d in find_drafts(prefix, suffix, limit=2)] == ["data", "rows"]  # by likeness alone
+
+
+def test_the_workspace_offers_lines_only_from_files_of_the_documents_family():
+    """A Go file's lines are no drafts for a Python document, nor a Python file's for a Go one; TypeScript
+    and JavaScript serve each other; a suffix no language knows serves only its own."""
+    from collections import Counter
+
+    from celeris_complete.drafts.search import find_drafts
+
+    table = LineTable()
+    table.set_file("pkg/a.py", "total = compute(items)\nprint(total)\n")
+    table.set_file("pkg/b.go", "total = compute(items)\nfmt.Println(total)\n")
+    table.set_file("web/c.js", "total = compute(items)\nconsole.log(total);\n")
+    table.set_file("conf/d.toml", "total = compute(items)\nname = 1\n")
+
+    def continued(family):
+        counts = Counter()
+        table.continuations("total = comp", None, counts, family=family)
+        return counts
+
+    def followed(family):
+        counts = Counter()
+        table.following("total = compute(items)", None, counts, family=family)
+        return set(counts)
+
+    assert continued(None) == Counter({"ute(items)": 4})
+    assert continued("python") == Counter({"ute(items)": 1}) and continued("rust") == Counter()
+    assert followed(None) == {"print(total)", "fmt.Println(total)", "console.log(total);", "name = 1"}
+    assert followed("python") == {"print(total)"} and followed("go") == {"fmt.Println(total)"}
+    assert followed("js") == {"console.log(total);"} and followed(".toml") == {"name = 1"}
+    # Through find_drafts, at a blank line after the line: what the document's family has.
+    prefix, suffix = "def f(items):\n    total = compute(items)\n    ", "\n"
+    got = find_drafts(prefix, suffix, table, "pkg/e.py", 3, family="python")
+    assert [d.text for d in got] == ["print(total)"]
+    table.remove("pkg/a.py")
+    assert followed("python") == set()

@@ -47,3 +47,11 @@ def test_an_answer_is_cut_before_its_first_python_line_or_withheld():
     assert others == ("string",) and drafted == ["x"]
     assert keep_python_out(ts, "  ", "self.size = 1;", (), [])[:2] == ("", "foreign")
     assert keep_python_out(ts, "  ", "this.size = 1;", (), [])[:2] == ("this.size = 1;", "")
+
+
+def test_a_files_family_by_its_name_path_or_uri():
+    from celeris_complete.checks.languages import family_of
+
+    assert family_of("pkg/a.py") == "python" and family_of("file:///w/b.tsx") == "js" and family_of("c.mjs") == "js"
+    assert family_of("x/y.go") == "go" and family_of("conf/d.TOML") == ".toml"
+    assert family_of("Makefile") is None and family_of(None) is None and family_of("client:abc") is None

@@ -295,3 +295,16 @@ def test_reading_files_in_the_workspace_wakes_nothing(tmp_path, monkeypatch):
         assert not {"opened", "closed_no_write"} & set(seen), seen
     finally:
         indexer.stop()
+
+
+def test_snippets_come_only_from_files_of_the_documents_family():
+    index = SnippetIndex()
+    body = "def total_price(order_items, discount_rate):\n    return sum(order_items) * discount_rate\n"
+    index.set_file("shop/prices.py", body)
+    index.set_file("web/prices.go", "func total_price(order_items []int, discount_rate int) int {\n"
+                                     "\treturn order_items[0] * discount_rate\n}\n")  # fmt: skip
+    query = "x = total_price(order_items, discount_rate)"
+    assert {s.source for s in index.query(query)} == {"shop/prices.py", "web/prices.go"}
+    assert [s.source for s in index.query(query, family="python")] == ["shop/prices.py"]
+    assert [s.source for s in index.query(query, family="go")] == ["web/prices.go"]
+    assert index.query(query, family="rust") == []

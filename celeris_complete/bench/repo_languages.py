@@ -2,32 +2,25 @@
 the registry they come from and how they are fetched into the cache, which of their files are
 hand-written sources, what starts a comment line (no site there), and the language id the editor sends.
 
-Python's packages are wheels from PyPI (``repo.fetch_package``). TypeScript's and JavaScript's are npm
-tarballs (``fetch_npm``: ``npm pack`` into the cache, then only the members the package's globs name are
-unpacked). Go's and Rust's are Debian packages that ship their sources (``fetch_debian``: ``apt-get
-download`` of the pinned version, then the sources under the package's folder in its archive:
-``/usr/share/gocode/src/...`` for Go, ``/usr/share/cargo/registry/...`` for Rust). What an archive ships
-beside its sources is never unpacked: compiled ``dist/`` files, declarations (``.d.ts``), source maps
-(whose ``sourcesContent`` holds the very source under test) and minified files would hand drafts and
-snippets the answer; Go's tests (``_test.go``) are left out as Python's wheels leave theirs.
+Python's packages are wheels from PyPI (``fetch_package``). TypeScript's and JavaScript's are npm
+tarballs, Go's and Rust's Debian packages that ship their sources (``/usr/share/gocode/src/...``,
+``/usr/share/cargo/registry/...``), fetched by ``training/registries.py`` as the corpus's are: only the
+members the package's globs name are unpacked. What an archive ships beside its sources never is:
+compiled ``dist/`` files, declarations (``.d.ts``), source maps (whose ``sourcesContent`` holds the very
+source under test) and minified files would hand drafts and snippets the answer; Go's tests
+(``_test.go``) are left out as Python's wheels leave theirs.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import shutil
-import subprocess
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from celeris_complete.errors import CelerisError
 from celeris_complete.training.packages import cache_dir as corpus_cache_dir
 from celeris_complete.training.packages import download, find_wheel, unpack_wheel
+from celeris_complete.training.registries import fetch_debian, fetch_npm
 
-REPO = Path(__file__).resolve().parents[2]
-NPM = REPO / "scripts" / "npm"  # npm on the Node of the virtual environment (make test sets it up)
-NEVER = ("*.d.ts", "*.map", "*.min.js", "*/dist/*", "dist/*", "*/node_modules/*", "*.bundle.js", "*_test.go")
 C_LIKE = ("//", "/*", "*")  # a line starting with one of these (after its indentation) is a comment
 
 
@@ -95,96 +88,6 @@ LANGUAGES: dict[str, BenchLanguage] = {
 }  # fmt: skip
 
 
-def wanted(member: str, package: BenchPackage, suffixes: tuple[str, ...]) -> bool:
-    """Whether a tarball member (its path under ``package/``) is one of the package's sources."""
-    return (
-        member.endswith(suffixes)
-        and any(fnmatch.fnmatch(member, glob) for glob in package.include)
-        and not any(fnmatch.fnmatch(member, glob) for glob in NEVER)
-    )
-
-
-def unpack_sources(tarball: Path, package: BenchPackage, suffixes: tuple[str, ...], dest: Path) -> int:
-    """The package's sources from an npm tarball into ``dest`` (paths under ``package/``); how many."""
-    with tarfile.open(tarball) as tar:
-        return _unpack(tar, package, suffixes, dest)
-
-
-def _unpack(tar: tarfile.TarFile, package: BenchPackage, suffixes: tuple[str, ...], dest: Path) -> int:
-    """The members under ``package.under`` that ``wanted`` names, into ``dest``; how many (a stream: members
-    are read in order, as ``dpkg-deb --fsys-tarfile`` writes them)."""
-    root = package.under.strip("/") + "/"
-    count = 0
-    for member in tar:
-        name = member.name.removeprefix("./")
-        if not member.isfile() or not name.startswith(root):
-            continue
-        name = name[len(root) :]
-        if ".." in Path(name).parts or not wanted(name, package, suffixes):
-            continue
-        data = tar.extractfile(member)
-        if data is None:
-            continue
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data.read())
-        count += 1
-    return count
-
-
-def fetch_npm(cache: Path, package: BenchPackage, suffixes: tuple[str, ...]) -> Path:
-    """The folder holding the package's sources: ``npm pack`` once into ``cache/dist``, unpacked once."""
-    root = cache / "src" / f"{package.name.replace('/', '+')}-{package.version}"
-    if (root / ".unpacked").exists():
-        return root
-    dist = cache / "dist"
-    dist.mkdir(parents=True, exist_ok=True)
-    tarball = dist / f"{package.name.lstrip('@').replace('/', '-')}-{package.version}.tgz"
-    if not tarball.exists():
-        if not NPM.exists():
-            raise CelerisError(f"{NPM} is missing: `make test` sets npm up")
-        spec = f"{package.name}@{package.version}"
-        run = subprocess.run([str(NPM), "pack", spec, "--silent", "--pack-destination", str(dist)],
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
-        if run.returncode != 0 or not tarball.exists():
-            raise CelerisError(f"bench repo could not fetch {spec} from npm: {run.stderr.strip()[-400:]}")
-    if unpack_sources(tarball, package, suffixes, root) == 0:
-        raise CelerisError(f"{package.name} {package.version}: no source file matches {package.include}")
-    (root / ".unpacked").touch()
-    return root
-
-
-def fetch_debian(cache: Path, package: BenchPackage, suffixes: tuple[str, ...]) -> Path:
-    """The folder holding the package's sources: ``apt-get download NAME=VERSION`` once into ``cache/dist``
-    (the pinned version: another would change the benchmark), its sources unpacked once."""
-    root = cache / "src" / f"{package.name}-{package.version}"
-    if (root / ".unpacked").exists():
-        return root
-    dist = cache / "dist"
-    dist.mkdir(parents=True, exist_ok=True)
-    found = sorted(dist.glob(f"{package.name}_{package.version.replace(':', '%3a')}_*.deb"))
-    if not found:
-        if shutil.which("apt-get") is None:
-            raise CelerisError(f"{package.name}: bench repo fetches it with apt-get (Debian), which is missing here")
-        spec = f"{package.name}={package.version}"
-        run = subprocess.run(["apt-get", "download", "-q", spec], cwd=dist, capture_output=True, text=True,
-                             timeout=300)  # fmt: skip
-        found = sorted(dist.glob(f"{package.name}_{package.version.replace(':', '%3a')}_*.deb"))
-        if run.returncode != 0 or not found:
-            raise CelerisError(
-                f"bench repo could not fetch {spec} from Debian (`apt-get update` first?): {run.stderr.strip()[-400:]}"
-            )
-    if shutil.which("dpkg-deb") is None:
-        raise CelerisError(f"{package.name}: bench repo unpacks it with dpkg-deb (Debian), which is missing here")
-    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(found[-1])], stdout=subprocess.PIPE) as unpack:
-        with tarfile.open(fileobj=unpack.stdout, mode="r|") as tar:
-            count = _unpack(tar, package, suffixes, root)
-    if unpack.returncode != 0 or count == 0:
-        raise CelerisError(f"{package.name} {package.version}: no source file under {package.under} in {found[-1]}")
-    (root / ".unpacked").touch()
-    return root
-
-
 def cache_dir() -> Path:
     """Beside the corpus packages' cache (``$XDG_CACHE_HOME/celeris-complete/``)."""
     return corpus_cache_dir().parent / "bench-repo"
@@ -216,7 +119,7 @@ def fetch_source(language: str, name: str, version: str) -> Path:
         return fetch_package(name, version)
     package = next(p for p in lang.packages if (p.name, p.version) == (name, version))
     fetch = fetch_npm if lang.registry == "npm" else fetch_debian
-    return fetch(cache_dir(), package, lang.suffixes)
+    return fetch(cache_dir(), package, lang.suffixes, "bench repo")
 
 
 def python_files(root: Path) -> dict[str, str]:

@@ -51,6 +51,17 @@ def resolve(language: str | None) -> Language | None:
     return _BY_SUFFIX.get(name[dot:]) if dot >= 0 else None
 
 
+def family_of(source: str | None) -> str | None:
+    """The family (``Language.family``) of a file by its name, path or URI: the files that may serve it
+    drafts and snippets.  An unknown suffix is a family of its own (``.toml``); no suffix: None."""
+    found = resolve(source)
+    if found is not None:
+        return found.family
+    name = (source or "").lower().rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return name[dot:] if dot > 0 else None
+
+
 # Forms only Python has: (pattern, the families where the form is at home).  The first group reads
 # the lines as they would stand (the cursor's line up to it, then the answer); the second only the
 # answer's own code, its comments and quoted strings left out.

@@ -244,22 +244,26 @@ def find_drafts(
     exclude: str | None = None,
     limit: int = 1,
     first: Sequence[Draft] = (),
+    family: str | None = None,
 ) -> list[Draft]:
     """Up to ``limit`` drafts, distinct: ``first`` (cheaper sources: the typing cache, the previous
-    completion), then the continuations as ``find_draft`` ranks them."""
+    completion), then the continuations as ``find_draft`` ranks them; ``family``: the workspace's lines
+    only from files of the document's language family (a Go file is no draft for a Python one)."""
     out: list[Draft] = []
     for d in first:
         if d.text and all(d.text != o.text for o in out):
             out.append(d)
     if len(out) >= limit:
         return out[:limit]
-    for d in _voted(prefix, suffix, table, exclude, limit):
+    for d in _voted(prefix, suffix, table, exclude, limit, family):
         if all(d.text != o.text for o in out):
             out.append(d)
     return out[:limit]
 
 
-def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | None, limit: int) -> list[Draft]:
+def _voted(
+    prefix: str, suffix: str, table: LineTable | None, exclude: str | None, limit: int, family: str | None = None
+) -> list[Draft]:
     line_start = prefix.rfind("\n") + 1
     typed = prefix[line_start:].lstrip()
     before = prefix[: max(0, line_start - 1)]  # the document above the cursor's line
@@ -276,7 +280,10 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
         search = _document_lines
         finders = (
             ("document", lambda c: (search(before, typed, c, above, True), search(below, typed, c, under))),
-            ("workspace", lambda c: table.continuations(typed, exclude, c, elsewhere) if len(typed) >= BUCKET else 0),
+            (
+                "workspace",
+                lambda c: table.continuations(typed, exclude, c, elsewhere, family) if len(typed) >= BUCKET else 0,
+            ),
         )
     else:
         previous = before[before.rfind("\n") + 1 :].strip() if before else ""
@@ -285,7 +292,7 @@ def _voted(prefix: str, suffix: str, table: LineTable | None, exclude: str | Non
             follow = _document_following
             finders = (
                 ("document", lambda c: (follow(before, previous, c, above, True), follow(below, previous, c, under))),
-                ("workspace", lambda c: table.following(previous, exclude, c, elsewhere)),
+                ("workspace", lambda c: table.following(previous, exclude, c, elsewhere, family)),
             )
     votes: Counter[str] = Counter()
     origin: dict[str, str] = {}

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from celeris_complete.checks.languages import family_of
 from celeris_complete.drafts.table import LineTable
 
 CHUNK_LINES = 12
@@ -85,6 +86,7 @@ class SnippetIndex:
         self._texts: dict[str, str] = {}  # source -> its text
         self._by_source: dict[str, tuple[int, int, int]] = {}  # source -> (its number, first row, rows)
         self._sources: list[str | None] = []  # a file's number -> its source
+        self._family: dict[str, str | None] = {}  # source -> its language's family (checks/languages.py)
         self._postings: dict[int, array] = {}  # identifier number -> chunk rows (some removed)
         self._rows = self._empty_rows(1024)
         self._next_id = 0  # rows used
@@ -129,6 +131,7 @@ class SnippetIndex:
                 self._compact_locked(room=len(pieces))
             number = len(self._sources)
             self._sources.append(source)
+            self._family[source] = family_of(source)
             first = self._next_id
             rows = self._rows
             for row, (line, a, b, names) in enumerate(pieces, start=first):
@@ -161,6 +164,7 @@ class SnippetIndex:
         number, first, n = held
         self._rows["file"][first : first + n] = -1
         self._sources[number] = None
+        self._family.pop(source, None)
         self._live -= n
         self._dead += n
         self._chars -= len(self._texts.pop(source, ""))
@@ -213,8 +217,9 @@ class SnippetIndex:
     def file_count(self) -> int:
         return len(self._by_source)
 
-    def query(self, text: str, exclude: str | None = None, limit: int = 2) -> list[Snippet]:
-        """The best chunks for ``text`` (at most one per file), best first."""
+    def query(self, text: str, exclude: str | None = None, limit: int = 2, family: str | None = None) -> list[Snippet]:
+        """The best chunks for ``text`` (at most one per file), best first; ``family``: only from files of
+        that language family (None: from any)."""
         names = identifiers(text)
         with self._lock:
             wanted = [self._names[name] for name in names if name in self._names]
@@ -241,6 +246,8 @@ class SnippetIndex:
                 if old is None or (sc, -line) > (old[0], -old[1]):
                     best[f] = (sc, line, row)
             sources = self._sources
+            if family is not None:
+                best = {f: held for f, held in best.items() if self._family.get(sources[f]) == family}
             ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], sources[kv[0]], kv[1][1]))[:limit]
             out = []
             for f, (sc, line, row) in ranked:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from celeris_complete.checks.languages import family_of
+
 MAX_LINE = 200  # longer lines are data, not code to copy
 BUCKET = 4  # lines are bucketed by their first BUCKET characters (stripped)
 MAX_SCAN = 4000  # candidate lines looked at per request, at most
@@ -58,6 +60,7 @@ class LineTable:
         self._owner = np.zeros(0, dtype=np.int32)  # row -> its file's number in _sources, or -1
         self._sources: list[str | None] = []  # file number -> source
         self._numbers: dict[str, int] = {}  # source -> file number
+        self._family: dict[str, str | None] = {}  # source -> its language's family (checks/languages.py)
         self._rows = 0  # rows in use (live and dead)
         self._total = 0  # live rows
         self._removed = 0  # files removed since the dicts were last copied
@@ -74,6 +77,7 @@ class LineTable:
                 buckets[line[:BUCKET]] = numbers = array("I")
             numbers.append(i)
         hashes = np.fromiter(map(hash, lines), dtype=np.int64, count=len(lines))
+        family = family_of(source)
         with self._lock:
             self._remove_locked(source, replacing=True)
             if self._total + len(lines) > MAX_TABLE_LINES:
@@ -88,6 +92,7 @@ class LineTable:
             self._rows += len(lines)
             self._total += len(lines)
             self._files[source] = (joined, starts, first)
+            self._family[source] = family
             for k, numbers in buckets.items():
                 self._buckets.setdefault(k, {})[source] = numbers
 
@@ -115,6 +120,7 @@ class LineTable:
         held = self._files.pop(source, None)
         if held is None:
             return
+        self._family.pop(source, None)
         joined, starts, first = held
         n = len(starts) - 1
         self._total -= n
@@ -134,17 +140,21 @@ class LineTable:
             # removed, so the copies cost what the removals did).
             self._files = dict(self._files)
             self._numbers = dict(self._numbers)
+            self._family = dict(self._family)
             self._buckets = {key: dict(per) for key, per in self._buckets.items()}
             self._removed = 0
 
-    def continuations(self, key: str, exclude: str | None, counts: Counter, places: dict | None = None) -> None:
+    def continuations(
+        self, key: str, exclude: str | None, counts: Counter, places: dict | None = None, family: str | None = None
+    ) -> None:
         """Add the continuations of lines starting with ``key`` (at least BUCKET characters); ``places``
-        as ``_document_lines``'s."""
+        as ``_document_lines``'s; ``family``: only from files of that family (None: from any)."""
         n = len(key)
         with self._lock:
             budget = MAX_SCAN
+            of = self._family
             for source, numbers in self._buckets.get(key[:BUCKET], {}).items():
-                if source == exclude:
+                if source == exclude or (family is not None and of[source] != family):
                     continue
                 joined, starts, _ = self._files[source]
                 for i in numbers[:budget]:
@@ -156,9 +166,11 @@ class LineTable:
                 if budget <= 0:
                     return
 
-    def following(self, line: str, exclude: str | None, counts: Counter, places: dict | None = None) -> None:
+    def following(
+        self, line: str, exclude: str | None, counts: Counter, places: dict | None = None, family: str | None = None
+    ) -> None:
         """Add the lines that follow ``line`` elsewhere (at most FOLLOWING_PER_FILE from a file); ``places``
-        as ``_document_following``'s."""
+        as ``_document_following``'s; ``family`` as ``continuations``'s."""
         h = hash(line)
         with self._lock:
             rows = np.flatnonzero(self._hashes[: self._rows] == h)
@@ -169,7 +181,7 @@ class LineTable:
                 if number < 0 or taken[number] >= FOLLOWING_PER_FILE:
                     continue
                 source = self._sources[number]
-                if source == exclude:
+                if source == exclude or (family is not None and self._family[source] != family):
                     continue
                 joined, starts, first = self._files[source]
                 i = row - first

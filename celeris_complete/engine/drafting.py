@@ -53,7 +53,9 @@ def gather_drafts(
     imports = [Draft(text, "import", 1) for text in imports]
     cheap = (*imports, *headers, *req.drafts, *previous.drafts(req.source, prefix))
     wanted = max(s.draft_candidates, req.alternatives)
-    found = find_drafts(prefix, suffix, req.lines, req.source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap)
+    family = plan.language.family if plan.language is not None else None  # (the workspace's lines of that family)
+    found = find_drafts(prefix, suffix, req.lines, req.source, wanted + (DRAFTS_IN_RESERVE if win else 0), cheap,
+                        family)  # fmt: skip
     if win is not None:  # a draft the compiler blames is wrong (or uses a name nothing binds): the next one
         found = fitting(found, win, wanted, prefix, suffix, mode)
     # The model judges the first; the next ones are alternatives as they are, before any sample.
