@@ -102,3 +102,15 @@ def test_brackets_the_suffix_closes_are_not_closed_twice():
     assert postprocess("g(x)", "f(", ")\n", "line") == "g(x)"
     assert postprocess("')' + x", "f(", ")\n", "line") == "')' + x"
     assert postprocess("a)", "f(", "\n", "line") == "a)"  # nothing after the cursor closes it
+
+
+def test_line_rules_follow_the_documents_language():
+    # A brace opens a block that goes on below: the line may end (in Python a `{` opens a dict).
+    for family in ("js", "go", "rust", "java", "c"):
+        assert not line_is_open("if (x > 0) {", family) and not line_is_open("func f() {", family)
+        assert line_is_open("const total = ", family) and line_is_open("foo(a, ", family)
+        # `//` starts a comment there: what it holds opens nothing (nor does `#`, which is no comment).
+        assert not line_is_open("x = y // see f(", family)
+    assert line_is_open("x = {") and line_is_open("x = {", None) and not line_is_open("x = y  # f", "python")
+    assert line_is_open("x = y // see f(", "python")
+    assert not line_is_open("local x = y -- see f(", "lua")

@@ -7,11 +7,12 @@ from celeris_complete.checks.postprocess import CLOSERS
 CLOSING = {opener: closer for closer, opener in CLOSERS.items()}  # "(" -> ")"
 
 
-def still_open(code: str) -> tuple[str, str] | None:
+def still_open(code: str, comment: str = "#") -> tuple[str, str] | None:
     """The string quote (``"``, ``'''``...; "" if none) and the brackets, innermost first, that
-    ``code`` leaves open; None where it closes a bracket it did not open, ends in a comment, or breaks
-    a one-quote string's line. Roughly Python's rules: prefixes are not looked at (an f-string's braces
-    are text); in a string a backslash escapes the next character (or line break)."""
+    ``code`` leaves open; None where it closes a bracket it did not open, ends in a comment (``comment``
+    starts one: Python's ``#``, the C family's ``//``), or breaks a one-quote string's line. Roughly
+    Python's rules: prefixes are not looked at (an f-string's braces are text); in a string a backslash
+    escapes the next character (or line break)."""
     stack: list[str] = []
     quote = ""
     i, n = 0, len(code)
@@ -31,7 +32,7 @@ def still_open(code: str) -> tuple[str, str] | None:
             quote = code[i : i + 3] if code.startswith(ch * 3, i) else ch
             i += len(quote)
             continue
-        elif ch == "#":
+        elif code.startswith(comment, i):
             end = code.find("\n", i)
             if end < 0:
                 return None
@@ -53,17 +54,29 @@ CONTINUED_BY = frozenset(
 OPERATOR_END = ".([{,=+-*/%<>&|^~@!\\"
 
 
-def line_is_open(line: str) -> bool:
+# Where a line comment starts, per language family (checks/languages.py), and the families whose blocks
+# are braces: there a line that ends by opening one (``if (x) {``) is finished.
+LINE_COMMENTS = {"js": "//", "go": "//", "rust": "//", "java": "//", "c": "//", "lua": "--"}
+BRACE_BLOCKS = frozenset({"js", "go", "rust", "java", "c"})
+
+
+def line_is_open(line: str, family: str | None = None) -> bool:
     """The text before the cursor on its line (not blank) cannot end there: it ends with a blank, an
     operator, an opening bracket or a word that needs what follows (``in``, ``and``...), or leaves a
     bracket or a one-quote string open (``still_open``).  An answer that ends the line at once is then
-    surely wrong."""
+    surely wrong.  ``family``: the document's language family (None: Python's rules); in a family whose
+    blocks are braces, a line that opens one may end."""
     body = line.strip()
     if not body:
         return False
+    if family in BRACE_BLOCKS and body.endswith("{"):
+        return False
+    comment = LINE_COMMENTS.get(family or "", "#")
+    if family in LINE_COMMENTS and comment in body and still_open(body, comment) is None:
+        return False  # it ends in a comment (or closes what it never opened)
     if line[-1] in " \t" or body[-1] in OPERATOR_END or body.rsplit(None, 1)[-1] in CONTINUED_BY:
         return True
-    opened = still_open(body)  # None: a comment ends the line, or a bracket closed that it never opened
+    opened = still_open(body, comment)  # None: a comment ends the line, or a bracket closed that it never opened
     return opened is not None and (len(opened[0]) == 1 or bool(opened[1]))
 
 

@@ -43,14 +43,15 @@ def first_slot(plan: SpanPlan, req: InfillRequest, ctx: Context, b: StepBackend,
     ``rv.``, ``for k in ``), nor may the answer."""
     first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
     prefix = req.prefix
+    plan.language = resolve(req.language)
+    plan.python = plan.language is not None and plan.language.family == "python"
+    family = plan.language.family if plan.language is not None else None
     if can.line_rules and at_blank_line(prefix):
         first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
         plan.decode = replace(plan.decode, open_line=True)
-    elif can.line_rules and plan.mode == "line" and line_is_open(prefix[prefix.rfind("\n") + 1 :]):
+    elif can.line_rules and plan.mode == "line" and line_is_open(prefix[prefix.rfind("\n") + 1 :], family):
         first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line
     plan.first_allowed = first_allowed
-    plan.language = resolve(req.language)
-    plan.python = plan.language is not None and plan.language.family == "python"
     # Python's compiler, or the language's parser where it has one (checks/grammar.py).
     judged = plan.python or grammar.available(plan.language, req.language)
     plan.checked = s.syntax_candidates > 0 and can.alternatives and plan.decode.temperature == 0 and judged
