@@ -178,3 +178,24 @@ def test_eval_says_when_some_held_out_files_are_missing(tiny_model_dir, small_co
     assert "held-out files were found" in partial.stderr
     whole = runner.invoke(app, [*args, str(small_corpus)])
     assert whole.exit_code == 0 and "warning" not in whole.stderr
+
+
+def test_other_languages_join_the_corpus_and_a_benchmarks_file_never_does(small_corpus, tmp_path):
+    """``train --languages``: the allowlisted packages' files (their suffixes) join Python's; a file whose
+    hash is a benchmark's (``never``) is dropped even when a package ships a copy of it."""
+    import hashlib
+
+    go = tmp_path / "golang-demo"
+    go.mkdir()
+    body = "".join(f"func f{i}(a int) int {{\n\treturn a + {i}\n}}\n\n" for i in range(60))
+    (go / "demo.go").write_text("package demo\n\n" + body)
+    benched = "package bench\n\nfunc Humanize(n int) string {\n\treturn \"\"\n}\n"
+    (go / "copied.go").write_text(benched)
+    (go / "notes.rs").write_text("fn main() {}\n")  # not a language asked for
+    never = frozenset({hashlib.sha256(benched.encode()).hexdigest()})
+    out = train(TrainArgs(output=tmp_path / "m", roots=[small_corpus, go], steps=1, suffixes=(".py", ".go"),
+                          never=never, **TINY))  # fmt: skip
+    paths = {row["path"] for row in json.loads((out / "corpus_manifest.json").read_text())["files"]}
+    assert "golang-demo/demo.go" in paths and any(p.endswith(".py") for p in paths)
+    assert "golang-demo/copied.go" not in paths and "golang-demo/notes.rs" not in paths
+    assert "never" not in json.loads((out / "config.json").read_text())["training"]["args"]

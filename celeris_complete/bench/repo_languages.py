@@ -136,3 +136,19 @@ def source_files(root: Path, suffixes: tuple[str, ...]) -> dict[str, str]:
         except (OSError, UnicodeDecodeError):
             continue
     return out
+
+
+def bench_file_hashes(languages: tuple[str, ...]) -> set[str]:
+    """The sha256 of every source file of `bench repo`'s packages in ``languages`` (fetched where missing):
+    what a corpus must not hold (``corpus --languages`` drops and names any such file)."""
+    import hashlib
+
+    out = set()
+    for language in languages:
+        lang = LANGUAGES[language]
+        for package in lang.packages:
+            root = fetch_source(language, package.name, package.version)
+            out.update(
+                hashlib.sha256((root / path).read_bytes()).hexdigest() for path in source_files(root, lang.suffixes)
+            )
+    return out

@@ -30,6 +30,14 @@ def train(
             help="Add the pinned packages' sources to the standard library (`celeris-complete corpus` lists them).",
         ),
     ] = False,
+    languages: Annotated[
+        Optional[str],
+        typer.Option(
+            "--languages",
+            help="Add the allowlisted packages of these languages (comma-separated, or all; `celeris-complete "
+            "corpus --languages all` lists them): typescript, javascript, go, rust.",
+        ),
+    ] = None,
     exclude: Annotated[Optional[list[str]], typer.Option(help="Extra path glob to leave out (repeatable).")] = None,
     preset: Annotated[str, typer.Option(help="Model size: cpu or gpu.")] = "cpu",
     minutes: Annotated[Optional[float], typer.Option(help="Time budget; the learning rate decays over it.")] = None,
@@ -97,11 +105,29 @@ def train(
         sources = [{"package": "python-stdlib", "root": str(r), "name": r.name} for r in roots]
         sources += [s.row() for s in fetched]
         roots += [s.root for s in fetched]
+    suffixes: tuple[str, ...] = (".py",)
+    never: frozenset[str] = frozenset()
+    if languages:
+        wanted, suffixes = _languages(languages)
+        from celeris_complete.bench.repo_languages import bench_file_hashes
+        from celeris_complete.training.sources import fetch_allowed
+
+        try:
+            allowed = fetch_allowed(wanted, None, lambda m: typer.echo(m, err=True))
+            never = frozenset(bench_file_hashes(wanted))
+        except CelerisError as exc:
+            fail(str(exc))
+        if not sources:
+            sources = [{"package": "python-stdlib", "root": str(r), "name": r.name} for r in roots]
+        sources += [{**s.row(), "language": entry.language} for entry, s in allowed]
+        roots += [s.root for _, s in allowed]
     args = TrainArgs(
         output=output,
         roots=roots,
         sources=sources,
         excludes=corpus_mod.DEFAULT_EXCLUDES + tuple(exclude or ()),
+        suffixes=suffixes,
+        never=never,
         preset=preset,
         minutes=minutes,
         steps=steps,
@@ -193,21 +219,57 @@ def adapt(
         typer.echo(f"adapted model written to {out}, but it is not better than the base model on held-out files")
 
 
+def _languages(spec: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(languages, every source suffix with Python's) from ``--languages`` (comma-separated, or all)."""
+    from celeris_complete.training.sources import SUFFIXES
+
+    wanted = tuple(SUFFIXES) if spec == "all" else tuple(x.strip() for x in spec.split(",") if x.strip())
+    unknown = [x for x in wanted if x not in SUFFIXES]
+    if unknown or not wanted:
+        fail(f"unknown language(s) {', '.join(unknown) or spec!r}: choose from {', '.join(SUFFIXES)} or all")
+    return wanted, (".py",) + tuple(s for x in wanted for s in SUFFIXES[x])
+
+
 @app.command("corpus")
 def corpus_command(
     packages: Annotated[bool, typer.Option("--packages", help="Include the pinned packages (downloads them).")] = False,
+    languages: Annotated[
+        Optional[str],
+        typer.Option(
+            "--languages",
+            help="Also the allowlisted packages of these languages (comma-separated, or all; fetched from npm and "
+            "Debian): typescript, javascript, go, rust.",
+        ),
+    ] = None,
 ) -> None:
-    """The training corpus, per source: files kept, bytes, licence (what `train --packages` reads)."""
+    """The training corpus, per source: files kept, bytes, licence (what `train --packages` reads); with
+    --languages, the allowlisted packages of other languages too (training/sources.py)."""
     from collections import Counter
 
     from celeris_complete.training import corpus as corpus_mod
+    from celeris_complete.training import sources as sources_mod
     from celeris_complete.training.packages import fetch_sources
 
     rows = [("python-stdlib", "", "PSF-2.0", r) for r in corpus_mod.default_roots()]
+    suffixes: tuple[str, ...] = (".py",)
+    wanted = None
+    if languages:
+        wanted, suffixes = _languages(languages)
     try:
         if packages:
             rows += [(s.package, s.version, s.licence, s.root) for s in fetch_sources()]
-        files = corpus_mod.gather([r[3] for r in rows])
+        if wanted:
+            say = lambda m: typer.echo(m, err=True)  # noqa: E731
+            rows += [(s.package, s.version, s.licence, s.root) for _, s in sources_mod.fetch_allowed(wanted, None, say)]
+        files = corpus_mod.gather([r[3] for r in rows], suffixes=suffixes)
+        if wanted:  # never a file of a package a benchmark evaluates on, even as a copy in another package
+            from celeris_complete.bench.repo_languages import bench_file_hashes
+
+            benched = bench_file_hashes(wanted)
+            dropped = [f.relpath for f in files if f.sha256 in benched]
+            files = [f for f in files if f.sha256 not in benched]
+            for path in dropped:
+                typer.echo(f"dropped (a bench repo file): {path}", err=True)
     except CelerisError as exc:
         fail(str(exc))
     count, size = Counter(), Counter()
@@ -216,8 +278,8 @@ def corpus_command(
         count[top] += 1
         size[top] += len(f.text)
     for package, version, licence, root in rows:
-        typer.echo(f"{package:18} {version:10} {count[root.name]:6} files {size[root.name] / 1e6:8.2f} MB  {licence}")
-    typer.echo(f"{'total':29} {len(files):6} files {sum(size.values()) / 1e6:8.2f} MB")
+        typer.echo(f"{package:40} {version:14} {count[root.name]:6} files {size[root.name] / 1e6:8.2f} MB  {licence}")
+    typer.echo(f"{'total':55} {len(files):6} files {sum(size.values()) / 1e6:8.2f} MB")
 
 
 @app.command("eval")

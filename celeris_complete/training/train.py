@@ -54,6 +54,8 @@ class TrainArgs:
     roots: list[Path] = field(default_factory=corpus_mod.default_roots)
     sources: list[dict] = field(default_factory=list)  # package, version, licence per root (manifest)
     excludes: tuple[str, ...] = corpus_mod.DEFAULT_EXCLUDES
+    suffixes: tuple[str, ...] = (".py",)  # the sources' suffixes (other languages: training/sources.py)
+    never: frozenset[str] = frozenset()  # sha256 of files never to train on (a benchmark's; dropped if found)
     preset: str = "cpu"
     minutes: float | None = None
     steps: int | None = None
@@ -114,7 +116,7 @@ def prepare_data(
     train_bin, val_bin = work / "train.bin", work / "val.bin"
     if tok_path.exists() and train_bin.exists() and val_bin.exists():
         return CodeTokenizer.load(tok_path), train_bin, val_bin
-    files = corpus_mod.gather(args.roots, args.excludes)
+    files = [f for f in corpus_mod.gather(args.roots, args.excludes, args.suffixes) if f.sha256 not in args.never]
     lengths = args.context_len if isinstance(args.context_len, list) else [args.context_len or 384]
     held = corpus_mod.validation_split(files, args.validation_every, 4 * (max(lengths) + args.max_suffix + 600))
     train_files = [f for f in files if f.sha256 not in held]
@@ -459,7 +461,7 @@ def _train(
             "args": {
                 k: (str(v) if isinstance(v, Path) else v)
                 for k, v in asdict(args).items()
-                if k not in ("roots", "sources", "replay_roots")
+                if k not in ("roots", "sources", "replay_roots", "never")
             },
             "replay_roots": [str(r) for r in args.replay_roots],
             "roots": [str(r) for r in args.roots],
