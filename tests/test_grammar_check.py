@@ -110,6 +110,18 @@ def test_a_parse_over_its_time_is_given_up_and_nothing_is_judged(monkeypatch):
     assert grammar_window(prefix, suffix, resolve("typescript")) is None
     monkeypatch.setattr(grammar, "PARSE_SECONDS", 10.0)
     assert grammar_window(prefix, suffix, resolve("typescript")) is not None
+    # The parser given up on starts afresh (tree-sitter would resume the abandoned parse on the next call).
+    monkeypatch.setattr(grammar, "PARSE_SECONDS", -1.0)
+    assert grammar_window(prefix, suffix, resolve("typescript")) is None
+    monkeypatch.setattr(grammar, "PARSE_SECONDS", 10.0)
+    small = grammar_window(*around("typescript"), resolve("typescript"))
+    assert small.clean and judge(small, RIGHT["typescript"]) == OK
+    # A judgement given up on: blamed where the window is clean (error recovery is what takes long).
+    body = "".join(f"  let a{i} = {i};\n" for i in range(300))
+    big = grammar_window("function f() {\n" + body + "  ", "\n" + body + "}\n", resolve("typescript"))
+    assert big.clean and judge(big, "let b = 2;") == OK
+    monkeypatch.setattr(grammar, "PARSE_SECONDS", -1.0)
+    assert big.error_line("let c = 3;") == -1 and judge(big, "let c = 3;") == BLAMED
 
 
 def test_a_grammar_that_does_not_load_leaves_its_language_unchecked(monkeypatch):

@@ -114,7 +114,8 @@ def parse(parser, data: bytes, old=None):
         if old is None:
             return parser.parse(read, progress_callback=late)
         return parser.parse(read, old, progress_callback=late)
-    except ValueError:  # given up
+    except ValueError:  # given up: the parser would resume this parse on its next call unless reset
+        parser.reset()
         return None
 
 
@@ -217,7 +218,9 @@ class GrammarWindow:
 
     def error_line(self, text: str) -> int:
         """0 when ``text`` at the cursor adds no error to the window; else the 1-based line of the first
-        error it adds (one in its own lines first)."""
+        error it adds (one in its own lines first); -1 when the parse took too long (a right answer parses
+        fast, error recovery is what takes long: ``judge`` blames it where the window is clean, as an error
+        elsewhere)."""
         found = self._lines.get(text)
         if found is None:
             found = self._lines[text] = self._error_line(text)
@@ -238,7 +241,7 @@ class GrammarWindow:
         )  # fmt: skip
         tree = parse(self._parser, self._head + added + self._tail, tree)
         if tree is None:
-            return 0  # not judged
+            return -1
         errors = _errors(tree.root_node, [])
         end = self.row + k  # the answer's last row
         elsewhere = 0
