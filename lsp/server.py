@@ -21,6 +21,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import ServerTextPosition
 
+from celeris_complete.checks.grammar import grammars
 from celeris_complete.config import Settings, load_settings
 from celeris_complete.engine import InfillRequest
 from celeris_complete.errors import CelerisError
@@ -110,6 +111,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
             "min_confidence_in_force": engine.min_confidence_in_force() if engine else None,
             "calibrated": engine is not None and engine.calibrator is not None,
             "tier": ls.escalation.status(),  # the second tier: asked, answered, failed (null: none configured)
+            "grammars": grammars(),  # the languages whose answers a parser judges (checks/grammar.py)
         }
 
     @server.feature(DOCUMENT_REQUEST)

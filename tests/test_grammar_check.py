@@ -168,7 +168,15 @@ def test_the_engine_judges_answers_outside_python_with_the_parser(shipped_model_
     engine.use_settings(load_settings(dict(model=str(shipped_model_dir), threads=1, syntax_candidates=0)))
     assert engine.complete(InfillRequest(prefix, suffix, language="go")).text == "xs x"
     engine.use_settings(load_settings(dict(model=str(shipped_model_dir), threads=1)))
-    assert engine.complete(InfillRequest(prefix, suffix, language="markdown")).syntax == ""
+    assert engine.complete(InfillRequest(prefix, suffix, language="plaintext")).syntax == ""  # not known: unchecked
+    # Markdown has no parser and the model writes code: only a draft it accepted whole would be shown.
+    done = engine.complete(InfillRequest(prefix, suffix, language="markdown"))
+    assert (done.text, done.syntax) == ("", "drafts-only")
+    # A minified line: nothing, and no model call.
+    long_line = "var a=" + ",".join(str(i) for i in range(400)) + ";"
+    done = engine.complete(InfillRequest(long_line[:900], long_line[900:] + "\n", language="javascript"))
+    assert (done.text, done.syntax, done.steps) == ("", "minified", 0)
+    assert set(done.timings_ms) >= {"context_encode", "refine", "total"}  # what infill and the server report
 
 
 def test_answers_completed_whole_are_judged_in_the_named_language():
@@ -179,7 +187,8 @@ def test_answers_completed_whole_are_judged_in_the_named_language():
     assert check_whole("xs x", prefix, suffix, "go", 4) == ("", "withheld")
     assert check_whole("total += x", prefix, suffix, "a/b.go", 4) == ("total += x", "ok")
     assert check_whole("xs x", prefix, suffix, None, 4) == ("xs x", "")  # no language named: as it is
-    assert check_whole("xs x", prefix, suffix, "markdown", 4) == ("xs x", "")
+    assert check_whole("xs x", prefix, suffix, "plaintext", 4) == ("xs x", "")  # a language not known here
+    assert check_whole("xs x", prefix, suffix, "markdown", 4) == ("", "drafts-only")
     assert check_whole("xs x", prefix, suffix, "go", 0) == ("xs x", "")  # the check turned off
     assert check_whole("self.total = 1", prefix, suffix, "go", 0) == ("", "foreign")  # the guard stays
     assert check_whole("y = (1", "def f():\n    ", "\n", "python", 4) == ("y = (1)", "closed")

@@ -18,6 +18,7 @@ def test_unsure_automatic_answers_are_held_back_and_invoked_ones_shown(shipped_m
         await s.start()
         status = await s.status()
         assert status.calibrated and status.min_confidence_in_force == 0.999
+        assert {"typescript", "go", "rust", "java", "c"} <= set(status.grammars)  # parsers judge their answers
         s.open(URI, TEXT)
         automatic = await s.inline(URI, 4, 14)
         note = s.timings[-1]

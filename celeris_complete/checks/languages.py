@@ -21,6 +21,9 @@ class Language:
     family: str  # languages whose files may serve one another (TypeScript and JavaScript: "js")
     ids: tuple[str, ...]  # LSP language ids and Neovim filetypes
     suffixes: tuple[str, ...]
+    # "model": the model's answer (checked where a compiler or parser can); "drafts": only a line from the
+    # document or the workspace that the model accepted whole (markup and data: the model writes code).
+    policy: str = "model"
 
 
 LANGUAGES: tuple[Language, ...] = (
@@ -34,7 +37,39 @@ LANGUAGES: tuple[Language, ...] = (
     Language("cpp", "c", ("cpp", "c++", "cuda"), (".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cu")),
     Language("shell", "shell", ("sh", "shellscript", "bash", "zsh"), (".sh", ".bash", ".zsh")),
     Language("lua", "lua", ("lua",), (".lua",)),
+    Language("markdown", "markdown", ("markdown", "md"), (".md", ".markdown"), "drafts"),
+    Language("html", "html", ("html", "htm"), (".html", ".htm"), "drafts"),
+    Language("css", "css", ("css", "scss", "less"), (".css", ".scss", ".less"), "drafts"),
+    Language("json", "json", ("json", "jsonc"), (".json", ".jsonc"), "drafts"),
+    Language("yaml", "yaml", ("yaml", "yml"), (".yaml", ".yml"), "drafts"),
+    Language("toml", "toml", ("toml",), (".toml",), "drafts"),
+    Language("xml", "xml", ("xml", "svg"), (".xml", ".svg"), "drafts"),
+    Language("restructuredtext", "restructuredtext", ("restructuredtext", "rst"), (".rst",), "drafts"),
 )
+# Past this many characters the cursor's line is minified or generated: nothing is completed there.
+MAX_CURSOR_LINE = 1_000
+# Said in a file's first lines by code generators: such a file gets drafts only (nobody writes it by hand).
+GENERATED = ("do not edit", "code generated", "@generated", "automatically generated", "auto-generated")
+GENERATED_LINES = 12
+
+
+def policy(language: Language | None, prefix: str, suffix: str, file_start: bool = True) -> str:
+    """What a completion may show: "off" (nothing: the cursor's line is longer than ``MAX_CURSOR_LINE``,
+    minified or generated), "drafts" (only a line the model accepted whole: the language's policy, or a
+    generated file, when ``prefix`` holds the file's start), else "model" (a language not known here too:
+    the model's answer, unchecked)."""
+    # (Only the last MAX_CURSOR_LINE characters before the cursor and as many after are looked at.)
+    start = prefix.rfind("\n", max(0, len(prefix) - MAX_CURSOR_LINE - 1)) + 1
+    end = suffix.find("\n", 0, MAX_CURSOR_LINE + 1)
+    if len(prefix) - start + (end if end >= 0 else len(suffix)) > MAX_CURSOR_LINE:
+        return "off"
+    if language is not None and language.policy == "drafts":
+        return "drafts"
+    if file_start:
+        head = prefix[:4000].split("\n", GENERATED_LINES)[:GENERATED_LINES]
+        if any(marker in line.lower() for line in head for marker in GENERATED):
+            return "drafts"
+    return "model"
 _BY_ID = {i: lang for lang in LANGUAGES for i in lang.ids}
 _BY_SUFFIX = {s: lang for lang in LANGUAGES for s in lang.suffixes}
 

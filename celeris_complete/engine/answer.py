@@ -4,10 +4,13 @@ the model ships a calibration), and the time of each phase."""
 
 from __future__ import annotations
 
+import time
+
 from celeris_complete.backends.base import Completion
 from celeris_complete.engine.clock import Clock
 from celeris_complete.engine.confidence import features
 from celeris_complete.engine.decode import Decoding
+from celeris_complete.engine.request import SpanPlan
 
 
 def answer(run: Decoding, text: str, others: tuple[str, ...], verdict: str, clock: Clock) -> Completion:
@@ -33,3 +36,10 @@ def answer(run: Decoding, text: str, others: tuple[str, ...], verdict: str, cloc
         text, run.plan.mode, run.ran, len(run.span), run.cache_state, len(ctx.tokens), timings, run.raw, ctx.heal,
         ctx.snippet_tokens, offered, others, verdict, known, confidence, engine.min_confidence_for(known),
     )  # fmt: skip
+
+
+def nothing(plan: SpanPlan, clock: Clock, verdict: str) -> Completion:
+    """No answer, and no model call (``languages.policy`` "off": the cursor's line is minified)."""
+    phases = ("tokenize", "draft", "queue", "context_encode", "refine", "detokenize", "postprocess", "syntax")
+    timings = {**dict.fromkeys(phases, 0.0), "total": (time.perf_counter() - clock.t0) * 1e3, "steps": []}
+    return Completion("", plan.mode, 0, 0, "none", 0, timings, syntax=verdict)

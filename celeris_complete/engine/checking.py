@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celeris_complete.backends.base import Backend, Completion
 from celeris_complete.checks.grammar import grammar_window
-from celeris_complete.checks.languages import Language, first_foreign_line, foreign, resolve
+from celeris_complete.checks.languages import Language, first_foreign_line, foreign, policy, resolve
 from celeris_complete.checks.syntax import check, judge
 from celeris_complete.checks.window import BLAMED
 from celeris_complete.config import Settings
@@ -37,7 +37,22 @@ def check_answer(run: Decoding, text: str, others: tuple[str, ...], drafted: lis
     if plan.language is not None and plan.language.family != "python":  # a parser lets some Python through
         text, guard, others, drafted = keep_python_out(plan.language, req.prefix, text, others, drafted)
         verdict = guard or verdict
+    if plan.policy == "drafts":  # markup, data, a generated file: no text of the model's own
+        text, others = drafts_only(run, text), ()
+        verdict = verdict if text else "drafts-only"
     return text, tuple(d for d in drafted if d != text) + others, verdict
+
+
+def drafts_only(run: Decoding, text: str) -> str:
+    """``text``'s first line where it is the draft the model judged, accepted whole; else "" (nothing the
+    model wrote itself is shown)."""
+    drafts = run.drafts
+    if not text or not drafts.offers or drafts.ids is None:
+        return ""
+    pick = run.chosen[0] if run.chosen else 0
+    whole = bool(run.kept) and run.kept[0] >= int(drafts.ids[pick].numel())
+    line = text.split("\n", 1)[0]
+    return line if whole and line.strip() and drafts.offers[pick].text.strip().startswith(line.strip()) else ""
 
 
 def keep_python_out(
@@ -62,10 +77,14 @@ def check_whole(
     """(answer, verdict) for an answer completed whole (a remote server's, a batched row's): judged by
     Python's compiler or the language's parser, repaired or withheld without samples (setting
     ``syntax_candidates`` 0: not judged), and in another language than Python never with a form only
-    Python has.  ``language`` unknown or None: as it is."""
+    Python has; nothing where the language's policy shows drafts only or the line is minified
+    (``languages.policy``: such an answer is the model's own).  ``language`` unknown or None: as it is."""
     found = resolve(language)
-    if found is None or not text:
+    if not text or found is None:
         return text, ""
+    shown = policy(found, prefix, suffix, whole)
+    if shown != "model":
+        return "", "minified" if shown == "off" else "drafts-only"
     verdict = ""
     if found.family == "python":
         if syntax_candidates > 0:

@@ -37,7 +37,7 @@ from celeris_complete.backends.open import open_backend
 from celeris_complete.backends.ours import DECODE_KEYS, has_int8_kernels
 from celeris_complete.config import Settings
 from celeris_complete.drafts.table import PreviousCompletions
-from celeris_complete.engine.answer import answer
+from celeris_complete.engine.answer import answer, nothing
 from celeris_complete.engine.checking import check_answer, complete_whole
 from celeris_complete.engine.clock import Clock
 from celeris_complete.engine.confidence import Calibrator
@@ -143,6 +143,8 @@ class Engine:
         answer.  Safe to call from several threads (one runs the model at a time)."""
         clock = Clock()
         plan = plan_span(req, self.settings, self.max_context, self.max_canvas)
+        if plan.policy == "off":  # a minified line: nothing to complete, no model call
+            return nothing(plan, clock, "minified")
         ctx = self.impl.context(req.prefix, req.suffix, plan.prefix_budget, plan.suffix_budget, req.file_start,
                                 req.file_end, req.snippets, plan.snippet_budget)  # fmt: skip
         if not self.supports.steps:  # a remote server completes whole

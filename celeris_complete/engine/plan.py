@@ -8,7 +8,7 @@ from dataclasses import replace
 from celeris_complete.backends.base import StepBackend, Supports
 from celeris_complete.checks import grammar
 from celeris_complete.checks.brackets import line_is_open
-from celeris_complete.checks.languages import resolve
+from celeris_complete.checks.languages import policy, resolve
 from celeris_complete.checks.postprocess import at_blank_line, choose_mode
 from celeris_complete.config import Settings
 from celeris_complete.engine.request import InfillRequest, SpanPlan
@@ -32,7 +32,11 @@ def plan_span(req: InfillRequest, s: Settings, max_context: int, max_canvas: int
         temperature=s.temperature if req.temperature is None else req.temperature,
         seed=s.seed if req.seed is None else req.seed,
     )
-    return SpanPlan(mode, canvas, prefix_budget, suffix_budget, snippet_budget, decode)
+    plan = SpanPlan(mode, canvas, prefix_budget, suffix_budget, snippet_budget, decode)
+    plan.language = resolve(req.language)
+    plan.python = plan.language is not None and plan.language.family == "python"
+    plan.policy = policy(plan.language, req.prefix, req.suffix, req.file_start)
+    return plan
 
 
 def first_slot(plan: SpanPlan, req: InfillRequest, ctx: Context, b: StepBackend, can: Supports, s: Settings) -> None:
@@ -43,8 +47,6 @@ def first_slot(plan: SpanPlan, req: InfillRequest, ctx: Context, b: StepBackend,
     ``rv.``, ``for k in ``), nor may the answer."""
     first_allowed = b.tokens_starting_with(ctx.heal) if ctx.heal else None
     prefix = req.prefix
-    plan.language = resolve(req.language)
-    plan.python = plan.language is not None and plan.language.family == "python"
     family = plan.language.family if plan.language is not None else None
     if can.line_rules and at_blank_line(prefix):
         first_allowed = b.starts_line if first_allowed is None else first_allowed & b.starts_line

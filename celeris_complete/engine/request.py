@@ -75,3 +75,4 @@ class SpanPlan:
     python: bool = False
     checked: bool = False  # the compiler or the language's parser judges the answer (greedy, samples possible)
     language: Language | None = None  # the document's (checks/languages.py), None when not known
+    policy: str = "model"  # what may be shown: "model", "drafts" (a draft accepted whole) or "off" (languages.policy)
