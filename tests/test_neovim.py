@@ -222,3 +222,34 @@ def test_the_second_tiers_answer_is_shown_when_it_comes_and_the_statusline_says_
     finally:
         vim.close()
         provider.shutdown()
+
+
+# Other languages: the same plugin on a Go and a TypeScript file; the line to finish repeats one above,
+# which the document's drafts offer and the language's parser passes.
+OTHER_LANGUAGES = {
+    "go": ("example.go", "package demo\n\nfunc add(first int, second int) int {\n\ttotal := first + second\n"
+           "\treturn total\n}\n\nfunc sub(first int, second int) int {\n\ttotal := first - second\n\treturn \n}\n",
+           10, "\treturn total"),
+    "typescript": ("example.ts", "export function add(first: number, second: number): number {\n"
+                   "  const total = first + second;\n  return total;\n}\n\n"
+                   "export function sub(first: number, second: number): number {\n"
+                   "  const total = first - second;\n  return \n}\n", 8, "  return total;"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("filetype", sorted(OTHER_LANGUAGES))
+def test_other_languages_get_ghost_text_in_their_own_syntax(shipped_model_dir, tmp_path, filetype):
+    name, text, row, expected = OTHER_LANGUAGES[filetype]
+    path = tmp_path / name
+    path.write_text(text)
+    vim = open_in_nvim(shipped_model_dir, path, filetype, "line")
+    try:
+        vim.call("cursor", row, 1)
+        vim.input("At")
+        shown = wait_for(lambda: ghost(vim))
+        vim.input("<Tab>")
+        wait_for(lambda: line(vim, row) != expected[: expected.index("return") + 7] + "t")
+        assert line(vim, row) == expected, (shown, line(vim, row))
+        assert "Error" not in vim.api.exec2("messages", {"output": True})["output"]
+    finally:
+        vim.close()
