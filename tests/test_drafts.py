@@ -369,7 +369,7 @@ def test_the_workspace_offers_lines_only_from_files_of_the_documents_family():
     assert continued("python") == Counter({"ute(items)": 1}) and continued("rust") == Counter()
     assert followed(None) == {"print(total)", "fmt.Println(total)", "console.log(total);", "name = 1"}
     assert followed("python") == {"print(total)"} and followed("go") == {"fmt.Println(total)"}
-    assert followed("js") == {"console.log(total);"} and followed(".toml") == {"name = 1"}
+    assert followed("js") == {"console.log(total);"} and followed("toml") == {"name = 1"}
     # Through find_drafts, at a blank line after the line: what the document's family has.
     prefix, suffix = "def f(items):\n    total = compute(items)\n    ", "\n"
     got = find_drafts(prefix, suffix, table, "pkg/e.py", 3, family="python")

@@ -2,6 +2,7 @@
 
 import pytest
 
+from celeris_complete.checks.languages import MAX_CURSOR_LINE
 from celeris_complete.config import load_settings
 from celeris_complete.drafts.table import Draft
 from celeris_complete.engine import Completion, Engine, InfillRequest
@@ -124,6 +125,10 @@ def test_odd_input_never_crashes(engine):
                 case = (prefix[-30:], suffix[:10], mode, language, done.text)
                 assert isinstance(done, Completion) and done.mode == mode, case
                 done.text.encode("utf-8")  # valid Unicode: raises on a lone surrogate
+                cursor_line = prefix[prefix.rfind("\n") + 1 :] + suffix.split("\n", 1)[0]
+                if len(cursor_line) > MAX_CURSOR_LINE:  # a minified line: nothing, and no model call
+                    assert (done.text, done.syntax, done.steps) == ("", "minified", 0), case
+                    continue
                 assert 0 < done.context_tokens <= engine.max_context and done.steps >= 1, case
                 if mode == "line":
                     assert "\n" not in done.text and done.text == done.text.rstrip(), case

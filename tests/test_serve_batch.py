@@ -13,6 +13,7 @@ import torch
 from celeris_complete.bench.serve import places
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine, InfillRequest
+from celeris_complete.model.context_cache import ContextCache
 from celeris_complete.model.diffusion import Cancelled
 from celeris_complete.serve.batch import BatchScheduler
 from celeris_complete.serve.batch_step import BatchStep, eager_model
@@ -67,7 +68,8 @@ def test_batched_answers_are_those_of_one_request_at_a_time(engine, scheduler):
         # A client of its own each: a context that extends another's cached one (the same client's; a
         # partial hit) is encoded in two parts, whose last bits may differ from one encoded whole (found
         # when the places changed: a 3-token hit turned 'ai==rep,' into 'ai=='), which is the cache's
-        # matter, not batching's.
+        # matter, not batching's. So every request here is its client's first, and each one alone below
+        # starts from an empty cache too.
         {"prefix": b["prompt"], "suffix": b["suffix"], "mode": b["mode"], "client": f"c{i}"}
         for i, b in enumerate(places(8, seed=5))
     ]
@@ -77,21 +79,25 @@ def test_batched_answers_are_those_of_one_request_at_a_time(engine, scheduler):
     # At a blank line (the cursor at its start, after its indentation): the blank-line rules.
     blank_line = "def add(a, b):\n    total = a + b\n"
     for indent in ("", "    "):
-        specs += [{"prefix": blank_line + indent, "suffix": "\n", "mode": m} for m in ("line", "block")]
+        for m in ("line", "block"):
+            specs.append({"prefix": blank_line + indent, "suffix": "\n", "mode": m, "client": f"b{indent}{m}"})
     # Mid-line where the line cannot end yet (``self.``, ``data = {``): the open-line rule, as alone (without
     # it the shipped model ends both lines at once: an empty answer).
     for open_line, below in (("    result = self.", "\n    pass\n"), ("    data = {", "\n")):
-        specs.append({"prefix": "def h(a, b):\n    c = a\n" + open_line, "suffix": below, "mode": "line"})
+        prefix = "def h(a, b):\n    c = a\n" + open_line
+        specs.append({"prefix": prefix, "suffix": below, "mode": "line", "client": open_line})
     got = [c.result() for c in submit_all(scheduler, specs)]
     assert max(batches) >= 4, f"the requests were not batched: {batches}"
     for spec, (kind, result) in zip(specs, got):
         assert kind == "done", result
         n, seed = spec.get("n", 1), spec.get("seed")
         for i, c in enumerate(result.completions):
-            alone = engine.complete(InfillRequest(
-                spec["prefix"], spec["suffix"], mode=spec["mode"], max_tokens=spec.get("max_tokens"),
-                steps=spec.get("steps"), temperature=spec.get("temperature"), seed=None if seed is None else seed + i,
-            ))  # fmt: skip
+            with engine.using_cache(ContextCache()):  # a miss, as each client's first request above
+                alone = engine.complete(InfillRequest(
+                    spec["prefix"], spec["suffix"], mode=spec["mode"], max_tokens=spec.get("max_tokens"),
+                    steps=spec.get("steps"), temperature=spec.get("temperature"),
+                    seed=None if seed is None else seed + i,
+                ))  # fmt: skip
             assert (c.raw, c.text, c.steps, c.mode) == (alone.raw, alone.text, alone.steps, alone.mode), spec
         assert len(result.completions) == n
         assert result.completions[0].timings_ms["refine"] > 0 and result.queue_ms >= 0
