@@ -18,6 +18,8 @@ from lsprotocol import types
 from pygls.workspace.text_document import TextDocument
 from pygls.workspace.workspace import Workspace
 
+from celeris_complete.edits.history import EditHistory
+
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -57,6 +59,7 @@ class Lines(Sequence[str]):
 
 class FastDocument(TextDocument):
     _starts: np.ndarray | None = None
+    history: EditHistory | None = None  # the user's recent edits (celeris/nextEdit), from the first change
 
     @property
     def starts(self) -> np.ndarray:
@@ -81,8 +84,21 @@ class FastDocument(TextDocument):
         return int(np.searchsorted(self.starts, offset, side="right")) - 1
 
     def _apply_full_change(self, change) -> None:
+        old, starts = self.source, self.starts
         super()._apply_full_change(change)
         self._starts = None
+        new = self.source
+        p = shared_start(old, new)
+        s = shared_start(old[p:][::-1], new[p:][::-1]) if len(old) - p < 1_000_000 else 0
+        self.record(Lines(old, starts), p, len(old) - s, new[p : len(new) - s])
+
+    def record(self, old: Lines, start: int, end: int, text: str) -> None:
+        """Keep the change (offsets ``start``, ``end`` of the text before it, ``old``) in the history."""
+        if self.history is None:
+            self.history = EditHistory()
+        first = int(np.searchsorted(old.starts, start, side="right")) - 1
+        last = int(np.searchsorted(old.starts, end, side="right")) - 1
+        self.history.change(old, first, last, text)
 
     def _apply_none_change(self, change) -> None:
         super()._apply_none_change(change)
@@ -105,6 +121,7 @@ class FastDocument(TextDocument):
         k = int(np.searchsorted(starts, hi_old, side="right"))  # starts[k:] lie after the rescanned part
         hi_new = hi_old + delta
         rescanned = line_starts(new[lo:hi_new], lo)
+        self.record(lines, start, end, change.text)
         self._source = new
         self._starts = np.concatenate((starts[: first + 1], rescanned, starts[k:] + delta))
         if 0 < hi_new < len(new) and new[hi_new - 1 : hi_new + 1] == "\r\n" and hi_new in rescanned:
@@ -121,6 +138,26 @@ class FastDocument(TextDocument):
             return int(lines.starts[position.line]) + len(content)
         server = self._position_codec.position_from_client_units(lines, position)
         return int(lines.starts[server.line]) + server.character
+
+
+def shared_start(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (compared in blocks: fast on megabytes)."""
+    n, step = 0, 1 << 16
+    limit = min(len(a), len(b))
+    while n < limit:
+        m = min(limit, n + step)
+        if a[n:m] == b[n:m]:
+            n = m
+            continue
+        lo, hi = n, m  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if a[lo:mid] == b[lo:mid]:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+    return n
 
 
 def use_fast_documents(workspace: Workspace) -> None:

@@ -9,6 +9,7 @@
   server's own faults.
 - Changes to a document that is not open are ignored (pygls raised, and showed the
   client an error).
+- Nothing is sent once the stream to the client is closed.
 - A finished notification handler is forgotten (pygls kept the future of every
   didOpen, didChange and didClose, with its parameters, for the whole session).
 """
@@ -37,6 +38,8 @@ from pygls.protocol.json_rpc import (
     ResponseErrorMessage,
 )
 from pygls.protocol.language_server import lsp_method
+
+from .next_edit import CAPABILITY as NEXT_EDIT_CAPABILITY
 
 log = logging.getLogger("celeris.lsp")
 
@@ -125,6 +128,24 @@ class CelerisProtocol(LanguageServerProtocol):
             self.send_error(message.id, JsonRpcInvalidRequest("the server is shutting down"))
             return
         super().handle_message(message)
+
+    def _send_data(self, data) -> None:
+        """pygls's, but nothing once the stream to the client is closed (after ``exit``, or the client
+        gone): a message sent then (the model's load failing on its thread, say) failed, pygls reported
+        the failure with another message, which failed too, and so on, filling stderr until the process
+        blocked on it and never exited."""
+        out = getattr(self.writer, "_stdout", None)
+        if getattr(out, "closed", False):
+            log.info("not sent (the stream to the client is closed): %.200s", str(data))
+            return
+        super()._send_data(data)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        """pygls's, with our requests beyond the protocol under ``capabilities.experimental``."""
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {**(result.capabilities.experimental or {}), **NEXT_EDIT_CAPABILITY}
+        return result
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import ServerTextPosition
 
@@ -30,6 +31,7 @@ from celeris_complete.system.parent_watch import exit_with_parent
 
 from .document import use_fast_documents
 from .escalation import ESCALATED_NOTIFICATION
+from .next_edit import NEXT_EDIT_REQUEST, as_result, predict, snapshot
 from .session import (
     DOCUMENT_REQUEST,
     STATUS_REQUEST,
@@ -303,6 +305,23 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         )
         items = [types.InlineCompletionItem(insert_text=t, range=replace) for t in texts]
         return types.InlineCompletionList(items=items)
+
+    @server.feature(NEXT_EDIT_REQUEST)
+    async def next_edit(ls: CelerisServer, params: Any = None) -> dict | None:
+        """After the user's edits, the next one in the document (next_edit.py), or null."""
+        uri = getattr(getattr(params, "textDocument", None), "uri", None)
+        position = getattr(params, "position", None)
+        line = getattr(position, "line", None)
+        if not isinstance(uri, str) or not (line is None or isinstance(line, int) and line >= 0):
+            raise JsonRpcInvalidParams("celeris/nextEdit takes {textDocument: {uri}, position: {line, character}}")
+        doc = ls.document(uri)
+        if doc is None or ls.key(uri)[1] is not None:  # not open; a secret or ignored file
+            return None
+        snap = snapshot(doc)
+        if snap is None:
+            return None
+        found = await asyncio.get_running_loop().run_in_executor(ls.edit_thread, predict, snap, line)
+        return as_result(doc, snap, found) if ls.document(uri) is doc else None
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
     async def completion(ls: CelerisServer, params: types.CompletionParams):

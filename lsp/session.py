@@ -59,6 +59,7 @@ class CelerisServer(LanguageServer):
         self.engine_error: str | None = None
         self.engine_ready = threading.Event()
         self.model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celeris-model")
+        self.edit_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="celeris-edits")  # celeris/nextEdit
         self.generation: dict[str, int] = {}
         self.typing = TypingCache()
         self.snippets = SnippetSource()

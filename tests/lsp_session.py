@@ -88,6 +88,31 @@ class Session:
             )
         )
 
+    def replace(self, uri: str, start: tuple[int, int], end: tuple[int, int], text: str) -> None:
+        """An incremental change: the text from ``start`` to ``end`` (line, character) becomes ``text``."""
+        self.versions[uri] += 1
+        rng = types.Range(start=types.Position(*start), end=types.Position(*end))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+                content_changes=[types.TextDocumentContentChangePartial(range=rng, text=text)],
+            )
+        )
+
+    def replace_all(self, uri: str, text: str) -> None:
+        """A full-text change (as a client that does not sync incrementally sends)."""
+        self.versions[uri] += 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    async def next_edit(self, uri: str, line: int, character: int):
+        params = {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}
+        return await self.client.protocol.send_request_async("celeris/nextEdit", params)
+
     def close(self, uri: str) -> None:
         self.client.text_document_did_close(
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))

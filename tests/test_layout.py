@@ -29,10 +29,14 @@ MAY_IMPORT = {
     "backends": {"model", "checks", "system"},
     "engine": {"backends", "drafts", "checks", "model", "system"},
     "training": {"model", "system"},
+    "edits": {"checks", "system"},
     "serve": {"engine", "backends", "drafts", "checks", "model", "system"},
-    "bench": {"engine", "training", "backends", "drafts", "checks", "model", "system"},
-    "celeris_lsp": {"engine", "training", "drafts", "checks", "model", "system"},
-    "cli": {"serve", "bench", "celeris_lsp", "engine", "training", "backends", "drafts", "checks", "model", "system"},
+    "bench": {"edits", "engine", "training", "backends", "drafts", "checks", "model", "system"},
+    "celeris_lsp": {"edits", "engine", "training", "drafts", "checks", "model", "system"},
+    "cli": {
+        "serve", "bench", "celeris_lsp", "edits", "engine", "training", "backends", "drafts", "checks", "model",
+        "system",
+    },  # fmt: skip
     "config": {"errors"},
     "errors": set(),
     "__init__": set(),

@@ -128,3 +128,20 @@ def test_vscodes_selected_completion_range_as_a_list_is_read(wire):
         "triggerKind": 0}}}  # fmt: skip
     message = wire.server.protocol.structure_message(data)
     assert message.params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked and wire.reply(10) is None
+
+
+def test_a_server_stopped_while_its_model_fails_to_load_exits(tmp_path):
+    """The load thread's error message, sent after ``exit`` closed stdout, failed; pygls reported that
+    with another message, which failed too, and so on: stderr filled and the process never exited."""
+    import asyncio
+
+    from tests.lsp_session import Session, run
+
+    async def main():
+        session = Session(tmp_path / "no-model")
+        await session.start(wait_ready=False)
+        await asyncio.wait_for(session.client.shutdown_async(None), 30)
+        session.client.exit(None)
+        await asyncio.wait_for(session.client.stop(), 60)  # the process ended
+
+    run(main())

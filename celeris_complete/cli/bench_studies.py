@@ -1,4 +1,4 @@
-"""Benchmarks of the parts, re-run when a part changes: ``bench checks``, ``bench drafts``,
+"""Benchmarks of the parts, re-run when a part changes: ``bench checks``, ``bench drafts``, ``bench edits``,
 ``bench footprint``, ``bench train-speed``, ``bench shapes``; and ``bench calibrate``, which fits the
 answers' confidence."""
 
@@ -290,3 +290,35 @@ def bench_calibrate(
         text += f"\nwritten to {model_dir / FILE}"
     summary = {k: v for k, v in report.items() if k not in ("out_of_fold", "labels", "thresholds")}
     _report({"calibration": spec, "report": summary}, text, False, output)
+
+
+@bench_app.command("edits")
+def bench_edits(
+    repos: Annotated[list[Path], typer.Argument(help="Git repositories (work trees or bare) not in the corpus.")],
+    per_category: Annotated[int, typer.Option(help="Tasks sampled per category and repository.")] = 100,
+    seed: Annotated[int, typer.Option(help="Chooses the tasks.")] = 0,
+    suffix: Annotated[list[str], typer.Option(help="File suffixes mined (repeat the option).")] = [".py"],  # noqa: B006
+    commits: Annotated[int, typer.Option(help="The most recent commits read per repository.")] = 2_000,
+    as_json: AsJson = False,
+    output: JsonOutputOption = None,
+) -> None:
+    """Next edits (celeris/nextEdit's propagation), on tasks mined from git histories: after one hunk of
+    a commit, is the suggestion another hunk of it, exactly; categories below, above, far (a jump),
+    other (hunks that do not repeat one change) and noise (a lone small change: nothing should follow)."""
+    from celeris_complete.bench.edits import mine, render, run_task, sample, summarize
+
+    if per_category < 1:
+        fail("--per-category must be at least 1")
+    result: dict = {"repos": {}, "per_category": per_category, "seed": seed}
+    every = []
+    try:
+        for repo in repos:
+            tasks = sample(mine(repo, tuple(suffix), commits), per_category, seed)
+            rows = [run_task(t) for t in tasks]
+            every += rows
+            result["repos"][str(repo)] = summarize(rows)
+    except CelerisError as exc:
+        fail(str(exc))
+    result["overall"] = summarize(every)
+    text = "\n\n".join(f"{name}\n{render(s)}" for name, s in [*result["repos"].items(), ("overall", result["overall"])])
+    _report(result, text, as_json, output)

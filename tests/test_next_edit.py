@@ -1,0 +1,206 @@
+"""Next edits: the edit history, the token-level change, propagation, ``bench edits``' mining, and
+``celeris/nextEdit`` through the real language server."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from celeris_complete.bench.edits import mine, run_task, summarize
+from celeris_complete.edits.change import apply_ops, ops
+from celeris_complete.edits.history import MAX_EDITS, EditHistory
+from celeris_complete.edits.propagate import suggest
+from tests.lsp_session import Session, run
+
+
+def typed(lines: list[str], line: int, col: int, text: str, history: EditHistory) -> list[str]:
+    """``text`` typed at (line, col) key by key, each key a change as an editor sends it."""
+    for ch in text:
+        history.change(lines, line, line, ch)
+        lines = lines[:line] + [lines[line][:col] + ch + lines[line][col:]] + lines[line + 1 :]
+        col += 1
+    return lines
+
+
+def erased(lines: list[str], line: int, col: int, n: int, history: EditHistory) -> list[str]:
+    """``n`` characters before (line, col) deleted with backspace."""
+    for _ in range(n):
+        history.change(lines, line, line, "")
+        lines = lines[:line] + [lines[line][: col - 1] + lines[line][col:]] + lines[line + 1 :]
+        col -= 1
+    return lines
+
+
+DOC = """def area(width, height):
+    size = width * height
+    # the size, in square units
+    print(size)
+    return size + size
+
+
+def main():
+    return area(1, 2) + area(3, 4)
+""".splitlines(keepends=True)
+
+
+def test_a_name_retyped_key_by_key_is_one_edit_and_its_other_uses_follow():
+    h = EditHistory()
+    lines = erased(DOC, 1, 8, 4, h)  # "size" -> ""
+    lines = typed(lines, 1, 4, "total", h)
+    assert len(h.edits) == 1 and h.edits[0].before == DOC[1]
+    got = suggest(lines, h, 1)
+    assert got is not None and got.kind == "rename"
+    # The nearest use below (the comment's "size" is prose, left alone), then the one after it.
+    assert (got.first, got.last) == (3, 4) and got.new == "    print(total)\n    return total + total\n"
+    assert got.remaining == 0
+
+
+def test_undone_typing_suggests_nothing_and_the_history_stays_bounded():
+    h = EditHistory()
+    lines = typed(DOC, 1, 8, "_sq", h)
+    lines = erased(lines, 1, 11, 3, h)
+    assert lines == DOC and suggest(lines, h, 1) is None
+    lines = ["pass\n"] * 200
+    for i in range(3 * MAX_EDITS):  # edits lines apart: one each
+        lines = typed(lines, 3 * i, 0, " ", h)
+    assert len(h.edits) == MAX_EDITS and [e.line for e in h.edits] == list(range(3 * 32, 3 * 48, 3))
+
+
+def test_a_paste_is_too_big_to_be_a_pattern():
+    h = EditHistory()
+    paste = "x = size\n" * 10_000
+    h.change(DOC, 4, 4, paste)
+    lines = DOC[:4] + paste.splitlines(keepends=True) + DOC[4:]
+    assert h.edits[0].big and suggest(lines, h, 4) is None
+    lines = typed(lines, 10_007, 0, "y", h)  # an edit after it is one of its own
+    assert len(h.edits) == 2 and h.edits[1].line == 10_007
+
+
+def test_a_name_that_is_not_bound_here_changes_only_in_its_context():
+    doc = ["if isinstance(a, dict):\n", "    b = dict(a)\n", "if isinstance(c, dict):\n", "    pass\n"]
+    h = EditHistory()
+    h.change(doc, 0, 0, "if isinstance(a, Mapping):\n")
+    lines = ["if isinstance(a, Mapping):\n", *doc[1:]]
+    got = suggest(lines, h, 0)
+    assert got is not None and got.kind == "repeat" and (got.first, got.new) == (2, "if isinstance(c, Mapping):\n")
+
+
+def test_a_parameter_added_to_a_definition_is_carried_to_its_calls():
+    h = EditHistory()
+    lines = typed(DOC, 0, 22, ", depth", h)
+    got = suggest(lines, h, 0)
+    assert got is not None and got.kind == "call"
+    assert got.new == "    return area(1, 2, depth) + area(3, 4, depth)\n"
+
+
+def test_changes_as_tokens():
+    (op,) = ops("    x = compute(a, b)\n", "    x = compute(a, b, c)\n")
+    assert op.old == () and op.new == ", c" and apply_ops("y = compute(1, b)", [op]) == "y = compute(1, b, c)"
+    assert apply_ops("y = compute(1, c)", [op]) is None  # not in its context
+    assert ops("x = 1\n", "x  =  1\n") == []  # white space only: no change to repeat
+    (op,) = ops("toolz.curry(toolz.filter)\n", "toolz.curry(filter)\n")
+    assert apply_ops("toolz.curry(toolz.map)", [op]) is None
+    assert apply_ops("toolz.curry(toolz.map)", [op.loosened()]) == "toolz.curry(map)"
+
+
+def git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_bench_edits_mines_each_category_from_a_git_history(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    body = ["def f(count):\n", "    return count\n", *["\n"] * 8, "x = count\n", *["\n"] * 40]
+    body += ["def g():\n", "    n = count + 1\n", "    return n\n"]
+    (repo / "m.py").write_text("".join(body))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "start")
+    renamed = [line.replace("count", "total") for line in body]
+    (repo / "m.py").write_text("".join(renamed))
+    git(repo, "commit", "-qam", "rename")  # three hunks, each the same change
+    (repo / "m.py").write_text("".join(renamed).replace("n = total + 1", "n = total + 2"))
+    git(repo, "commit", "-qam", "one small change")  # noise
+    tasks = mine(repo)
+    assert sorted(t.category for t in tasks) == ["below", "far", "noise"]  # the rename's first and last hunk
+    results = {t.category: run_task(t) for t in tasks}
+    assert results["below"]["exact"] and not results["noise"]["suggested"]
+    summary = summarize(list(results.values()))
+    assert summary["noise"]["quiet"] == 1.0 and summary["below"]["exact"] == 1.0
+
+
+def as_dict(value):
+    if isinstance(value, list):
+        return [as_dict(v) for v in value]
+    if hasattr(value, "_asdict"):
+        return {k: as_dict(v) for k, v in value._asdict().items()}
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return {k: as_dict(v) for k, v in vars(value).items()}
+    return value
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_next_edit_through_the_language_server(tmp_path, encoding):
+    async def main():
+        session = Session(tmp_path / "no-model", encodings=[encoding])
+        init = await session.start(wait_ready=False)
+        assert "nextEdit" in (as_dict(init.capabilities.experimental) or {})
+        uri = "file:///w/m.py"
+        # "é" and "😀" before the edits: the ranges count them in the negotiated units
+        text = 's = "é😀"; size = 1\nprint(size)\nq = "😀"; r = size\n'
+        session.open(uri, text)
+        assert await session.next_edit(uri, 0, 0) is None  # no edit yet
+        at = 11 if encoding == "utf-16" else 10  # 's = "é😀"; ': 😀 is two UTF-16 units, one code point
+        for i in range(4):  # "size" deleted key by key on line 0, then "total" typed
+            session.replace(uri, (0, at + 3 - i), (0, at + 4 - i), "")
+        for i, ch in enumerate("total"):
+            session.replace(uri, (0, at + i), (0, at + i), ch)
+        got = as_dict(await session.next_edit(uri, 0, at + 5))
+        assert got["kind"] == "rename" and got["version"] == session.versions[uri] and got["remaining"] == 0
+        # Both lines below, one edit each, cut to the name: 'q = "😀"; r = ' is 14 UTF-16 units, 13 code points.
+        name_on_2 = 14 if encoding == "utf-16" else 13
+        assert got["edits"] == [
+            {"range": {"start": {"line": 1, "character": 6}, "end": {"line": 1, "character": 10}}, "newText": "total"},
+            {
+                "range": {"start": {"line": 2, "character": name_on_2}, "end": {"line": 2, "character": name_on_2 + 4}},
+                "newText": "total",
+            },
+        ]
+        # A full-text change is an edit too; a closed document, or a secret one, gets nothing.
+        whole = "file:///w/whole.py"
+        session.open(whole, "x = 1\nprint(x)\n")
+        session.replace_all(whole, "renamed = 1\nprint(x)\n")
+        got = as_dict(await session.next_edit(whole, 0, 7))
+        assert got["edits"] == [
+            {"range": {"start": {"line": 1, "character": 6}, "end": {"line": 1, "character": 7}}, "newText": "renamed"}
+        ]
+        session.close(uri)
+        assert await session.next_edit(uri, 0, 0) is None
+        secret = "file:///w/.env"
+        session.open(secret, "token = 1\nuse(token)\n")
+        session.replace(secret, (0, 0), (0, 5), "key")
+        assert await session.next_edit(secret, 0, 3) is None
+        # A paste of 10,000 lines: answered, quickly, with nothing to suggest from it.
+        session.open(uri, text)
+        session.replace(uri, (1, 0), (1, 0), "a = size\n" * 10_000)
+        t0 = time.perf_counter()
+        assert await session.next_edit(uri, 10_001, 0) is None
+        assert time.perf_counter() - t0 < 30
+        await session.stop()
+
+    run(main())
+
+
+def test_next_edit_refuses_malformed_params(tmp_path):
+    async def main():
+        session = Session(tmp_path / "no-model")
+        await session.start(wait_ready=False)
+        with pytest.raises(Exception, match="nextEdit takes"):
+            await session.client.protocol.send_request_async("celeris/nextEdit", {"position": 3})
+        await session.stop()
+
+    run(main())
