@@ -253,3 +253,42 @@ def test_other_languages_get_ghost_text_in_their_own_syntax(shipped_model_dir, t
         assert "Error" not in vim.api.exec2("messages", {"output": True})["output"]
     finally:
         vim.close()
+
+
+def next_edit_marks(vim) -> list:
+    """The next edit Neovim shows: (row, col, end_row, end_col, the new text shown inline)."""
+    return vim.exec_lua(
+        """
+        local ns = vim.api.nvim_create_namespace("celeris.next_edit")
+        local out = {}
+        for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+          local d = m[4]
+          if d.virt_text_pos == "inline" then
+            table.insert(out, { m[2], m[3], d.end_row, d.end_col, d.virt_text[1][1] })
+          end
+        end
+        return out
+        """
+    )
+
+
+def test_a_rename_is_suggested_where_it_applies_next_jumped_to_and_accepted(shipped_model_dir, tmp_path):
+    path = tmp_path / "rename.py"
+    path.write_text("def area(width, height):\n    size = width * height\n    print(size)\n    return size + 1\n")
+    vim = open_in_nvim(shipped_model_dir, path, "python", "line")
+    try:
+        vim.command("normal! 2G5|cwtotal")  # "size" -> "total" on line 2, in normal mode
+        marks = wait_for(lambda: next_edit_marks(vim), timeout=30)
+        # Line 3's "size" struck through, "total" beside it (the first of the lines the rename reaches).
+        assert marks[0] == [2, 10, 2, 14, "total"]
+        vim.input("<M-n>")  # jump there
+        wait_for(lambda: tuple(vim.current.window.cursor) == (3, 10), timeout=10)
+        vim.input("<M-y>")  # accept
+        wait_for(lambda: vim.current.buffer[:] == [
+            "def area(width, height):", "    total = width * height", "    print(total)", "    return total + 1",
+        ], timeout=10)  # fmt: skip
+        # Nothing is left to rename: the suggestion after the accepted one is none.
+        time.sleep(0.5)
+        assert wait_for(lambda: vim.exec_lua("return require('celeris').next_edit.current() == nil"), timeout=10)
+    finally:
+        vim.close()

@@ -1,6 +1,8 @@
 -- celeris-complete for Neovim: starts the language server and shows its completions as ghost text.
 -- Neovim 0.12+: native vim.lsp.inline_completion. Neovim 0.10/0.11: ghost text drawn here with extmarks.
 local M = {}
+local next_edit = require("celeris.next_edit")
+M.next_edit = next_edit
 
 M.defaults = {
   cmd = { "celeris-complete", "lsp" }, -- the server command
@@ -15,8 +17,11 @@ M.defaults = {
     prev = "<M-[>",
     dismiss = "<C-]>",
     toggle = nil, -- e.g. "<leader>tc"
+    jump_edit = "<M-n>", -- normal and insert mode: to the next edit the server suggests
+    accept_edit = "<M-y>", -- normal and insert mode: make it (then the one after it is asked for)
   },
   debounce_ms = 60, -- Neovim 0.10/0.11 only
+  next_edit = { enabled = true, delay_ms = 150 }, -- celeris/nextEdit after each change, once typing pauses
 }
 
 M.config = vim.deepcopy(M.defaults)
@@ -246,12 +251,13 @@ end
 
 ---------------------------------------------------------------------------------------------
 -- Keys: an expression mapping that does our action, or else whatever the key did before.
-local function map(lhs, action)
+local function map(lhs, action, mode)
   if not lhs then
     return
   end
-  local previous = vim.fn.maparg(lhs, "i", false, true)
-  vim.keymap.set("i", lhs, function()
+  mode = mode or "i"
+  local previous = vim.fn.maparg(lhs, mode, false, true)
+  vim.keymap.set(mode, lhs, function()
     if action() then
       return ""
     end
@@ -295,6 +301,9 @@ local function start(bufnr)
   if not id then
     return
   end
+  if M.config.next_edit.enabled then
+    next_edit.attach(bufnr, M.config.next_edit.delay_ms)
+  end
   if native then
     vim.lsp.inline_completion.enable(M.enabled, { bufnr = bufnr })
   else
@@ -320,6 +329,10 @@ function M.setup(opts)
   map(keys.accept_line, M.accept_line)
   map(keys.accept_word, M.accept_word)
   map(keys.dismiss, M.dismiss)
+  for _, mode in ipairs({ "n", "i" }) do
+    map(keys.jump_edit, next_edit.jump, mode)
+    map(keys.accept_edit, next_edit.accept, mode)
+  end
   if keys.next then
     vim.keymap.set("i", keys.next, M.next, { desc = "celeris-complete: next suggestion" })
   end
