@@ -1,5 +1,6 @@
 """The VS Code extension in a real VS Code (code-server), driven by playwright-core in Debian's chromium:
-install the .vsix, open a Python file, type, see the ghost text, accept it with Tab; then, with a second
+install the .vsix, open a Python file, type, see the ghost text, accept it with Tab; rename a parameter in
+another file, see the next edit where it applies and make it with Tab, Tab; then, with a second
 tier configured and every local answer unsure, see the tier's answer come up and the status bar say so."""
 
 import json
@@ -41,5 +42,8 @@ def test_ghost_text_in_vscode(shipped_model_dir, tmp_path):
     assert result["accepted"] and result["ghost"]
     assert result["line"] == "    return t" + result["ghost"]
     assert result["status"].strip().startswith("celeris")  # the status bar item shows the last latency
+    # The next edit: the parameter's uses struck through, then made with Tab, Tab.
+    assert result["nextEditStruck"] == "size|size", result  # both lines below use it: one suggestion
+    assert {"    print(factor)", "    return factor * 2"} <= set(result["nextEditLines"]), result
     assert result["tierGhost"] == SecondTier.TEXT, result  # the second tier's answer, shown when it came
     assert result["tierStatus"].strip().endswith("tier 2"), result

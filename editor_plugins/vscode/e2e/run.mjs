@@ -22,6 +22,8 @@ mkdirSync(join(dataDir, "User"), { recursive: true });
 mkdirSync(work, { recursive: true });
 mkdirSync(outDir, { recursive: true });
 writeFileSync(join(work, "example.py"), "def add(first, second):\n    total = first + second\n    return \n");
+// For the next edit: a parameter renamed on its definition line is then shown on the lines that use it.
+writeFileSync(join(work, "scale.py"), "def scale(size):\n    print(size)\n    return size * 2\n");
 const settings = {
   "security.workspace.trust.enabled": false,
   "workbench.startupEditor": "none",
@@ -108,6 +110,35 @@ try {
   const status = await page.locator(".statusbar-item", { hasText: "celeris" }).first().innerText();
   const accepted = line === "    return t" + ghost && colAfter === colBefore + ghost.length;
   const result = { ghost, line, colBefore, colAfter, status, accepted };
+  {
+    // Next edit: in scale.py, rename the parameter; the next use is struck through with the new name after
+    // it; Tab goes there, Tab again makes the edit (then the one after is shown).
+    const file = page.locator(".explorer-folders-view .monaco-list-row", { hasText: "scale.py" }).first();
+    await file.click();
+    await page.locator(".monaco-editor .view-line", { hasText: "def scale" }).first().waitFor({ timeout: 60000 });
+    await page.locator(".monaco-editor .view-line", { hasText: "def scale" }).first().click();
+    await page.keyboard.press("Home");
+    for (let i = 0; i < 10; i++) await page.keyboard.press("ArrowRight"); // after "def scale("
+    for (let i = 0; i < 4; i++) await page.keyboard.press("Shift+ArrowRight"); // "size"
+    await page.keyboard.type("factor");
+    await page.keyboard.press("Escape"); // no completion over it
+    const struck = () => page.evaluate(() => [...document.querySelectorAll(".monaco-editor .view-line span")]
+      .filter((s) => getComputedStyle(s).textDecorationLine.includes("line-through")).map((s) => s.textContent));
+    result.nextEditStruck = await waitFor(async () => (await struck()).join("|"), 30000, "the next edit").catch(() => "");
+    await page.screenshot({ path: join(outDir, "next-edit.png") });
+    await page.keyboard.press("Tab"); // there
+    await sleep(300);
+    await page.keyboard.press("Tab"); // make it
+    const texts = async () => (await page.locator(".monaco-editor .view-line").allInnerTexts()).map((s) => s.replace(/\u00a0/g, " "));
+    result.nextEditLines = await waitFor(async () => {
+      const lines = await texts();
+      return lines.includes("    print(factor)") ? lines : "";
+    }, 15000, "the next edit made").catch(async () => await texts());
+    await page.screenshot({ path: join(outDir, "next-edit-made.png") });
+    const example = page.locator(".tabs-container .tab", { hasText: "example.py" }).first();
+    await example.click(); // back to the first file for what follows
+    await sleep(500);
+  }
   if (tierUrl) {
     // The second tier: the workspace's settings (VS Code notices the new file), a new line, the tier's answer.
     mkdirSync(join(work, ".vscode"), { recursive: true });

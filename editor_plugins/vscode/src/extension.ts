@@ -1,7 +1,9 @@
 // celeris-complete for VS Code: starts the language server over stdio; VS Code shows its inline
-// completions as ghost text (with its own partial accept); a status bar item shows the last latency.
+// completions as ghost text (with its own partial accept); a status bar item shows the last latency; the
+// next edit after a change is shown where it applies (nextEdit.ts).
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, TransportKind } from "vscode-languageclient/node";
+import { NextEdits } from "./nextEdit";
 import { DEFAULT_LANGUAGES, protocolInlineContext, serverSettings, statusText } from "./settings";
 
 let client: LanguageClient | undefined;
@@ -89,8 +91,13 @@ export async function activate(context: vscode.ExtensionContext) {
   status.command = "celeris.toggle";
   refreshStatus();
   status.show();
+  const nextEdits = new NextEdits(
+    () => client,
+    () => config().enabled && vscode.workspace.getConfiguration("celeris").get<boolean>("nextEdits", true),
+  );
   context.subscriptions.push(
     status,
+    nextEdits,
     vscode.commands.registerCommand("celeris.toggle", async () => {
       const c = vscode.workspace.getConfiguration("celeris");
       await c.update("enabled", !c.get<boolean>("enabled", true), vscode.ConfigurationTarget.Global);
