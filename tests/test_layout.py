@@ -30,7 +30,7 @@ MAY_IMPORT = {
     "engine": {"backends", "drafts", "checks", "model", "system"},
     "training": {"model", "system"},
     "edits": {"checks", "system"},
-    "serve": {"engine", "backends", "drafts", "checks", "model", "system"},
+    "serve": {"edits", "engine", "backends", "drafts", "checks", "model", "system"},
     "bench": {"edits", "engine", "training", "backends", "drafts", "checks", "model", "system"},
     "celeris_lsp": {"edits", "engine", "training", "drafts", "checks", "model", "system"},
     "cli": {

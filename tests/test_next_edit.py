@@ -11,7 +11,9 @@ import pytest
 from celeris_complete.bench.edits import mine, run_task, summarize
 from celeris_complete.edits.change import apply_ops, ops
 from celeris_complete.edits.history import MAX_EDITS, EditHistory
+from celeris_complete.edits.prompt import history_of, read, write
 from celeris_complete.edits.propagate import suggest
+from celeris_complete.serve.next_edits import rewrite_region
 from tests.lsp_session import Session, run
 
 
@@ -204,3 +206,18 @@ def test_next_edit_refuses_malformed_params(tmp_path):
         await session.stop()
 
     run(main())
+
+
+def test_the_mercury_edit_prompt_round_trips_and_its_diff_becomes_the_history():
+    text = "def scale(factor):\n    print(size)\n    return size * 2\n"
+    lo, hi = text.index("    print"), len(text)
+    diffs = "--- a/s.py\n+++ b/s.py\n@@ -1,1 +1,1 @@\n-def scale(size):\n+def scale(factor):\n"
+    message = write("s.py", text, lo, hi, lo, diffs)
+    prompt = read(message)
+    assert (prompt.path, prompt.text, prompt.region, prompt.cursor) == ("s.py", text, text[lo:], 0)
+    lines, history = history_of(prompt)
+    assert history.edits[0].before == "def scale(size):\n" and suggest(lines, history, 1).kind == "rename"
+    region, kind = rewrite_region(prompt)
+    assert (region, kind) == ("    print(factor)\n    return factor * 2\n", "rename")
+    with pytest.raises(ValueError, match="current_file_content"):
+        read("no prompt here")

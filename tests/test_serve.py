@@ -598,3 +598,29 @@ def test_the_request_names_the_language_and_answers_are_judged_in_it(client):
     with pytest.raises(ApiError) as err:
         parse_request({"prompt": "x", "language": "g" * 65})
     assert err.value.param == "language"
+
+
+def test_edit_completions_in_mercurys_shape(client):
+    """/v1/edit/completions: a next-edit prompt (Mercury Edit's tags) in, the editable region with the next
+    edit made, fenced, as a chat completion."""
+    from celeris_complete.edits.prompt import unfenced, write
+
+    text = "def scale(factor):\n    print(size)\n    return size * 2\n\n\nx = 1\n"
+    lo, hi = text.index("    print"), text.index("\n\n\nx") + 1
+    diffs = "--- a/s.py\n+++ b/s.py\n@@ -1,1 +1,1 @@\n-def scale(size):\n+def scale(factor):\n"
+    message = {"role": "user", "content": write("s.py", text, lo, hi, lo, diffs)}
+    r = client.post("/v1/edit/completions", json={"model": "celeris-default", "messages": [message]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["object"] == "chat.completion" and body["choices"][0]["finish_reason"] == "stop"
+    assert unfenced(body["choices"][0]["message"]["content"]) == "    print(factor)\n    return factor * 2\n"
+    assert body["usage"]["prompt_tokens"] > 0 and "edit;dur=" in r.headers["server-timing"]
+    # No edit history: the region as it is.
+    message["content"] = write("s.py", text, lo, hi, lo, "")
+    r = client.post("/v1/edit/completions", json={"messages": [message]})
+    assert unfenced(r.json()["choices"][0]["message"]["content"]) == text[lo:hi]
+    # Not a next-edit prompt, or no messages: 400 naming the field.
+    hello = [{"role": "user", "content": "hello"}]
+    for bad in ({"messages": hello}, {"messages": []}, {"model": 3, "messages": [message]}):
+        r = client.post("/v1/edit/completions", json=bad)
+        assert r.status_code == 400 and r.json()["error"]["param"] in ("messages", "model"), r.text

@@ -58,8 +58,8 @@ def suggest(lines: list[str], history: EditHistory, cursor_line: int | None = No
     else:  # (a docstring's example, ``>>> f(x)``, is code: a rename applies there)
         examples = {i for i in prose if lines[i].lstrip().startswith((">>>", "... "))}
         mine |= prose - examples if calls is None and any(op.rename for t in tries for op in t) else prose
-    below = [i for i in range(max(here + 1, edit.line + edit.count), hi) if i not in mine]
-    above = [i for i in range(min(here, edit.line) - 1, lo - 1, -1) if i not in mine]
+    below = [i for i in range(max(here, lo), hi) if i not in mine]  # (the cursor's line is below)
+    above = [i for i in range(min(here, hi) - 1, lo - 1, -1) if i not in mine]
     tries = [t for t in tries if t or calls is not None]
     renames = [[op for op in t if op.rename] for t in tries]
     for i in nearest_first(below, above):  # the nearest line the change applies to, as made if it can
@@ -67,7 +67,7 @@ def suggest(lines: list[str], history: EditHistory, cursor_line: int | None = No
             new = rewrite(lines[i], tried, calls)
             if new is None:
                 continue
-            step = 1 if i > here else -1
+            step = 1 if i >= here else -1
             run = [(i, new)]
             j = i + step
             while lo <= j < hi and j not in mine and (j in prose) == (i in prose) \

@@ -1,7 +1,8 @@
 """``celeris-complete serve``: the engine behind HTTP (Starlette on uvicorn).
 
 Endpoints: ``POST /v1/fim/completions``, ``POST /v1/completions`` and ``POST /v1/chat/completions``
-(a ``<FILL_HERE>`` marker in the last user message; see api.py for the fields), ``GET /v1/models``,
+(a ``<FILL_HERE>`` marker in the last user message; see api.py for the fields), ``POST
+/v1/edit/completions`` (the next edit, as Mercury Edit's API: next_edits.py), ``GET /v1/models``,
 ``GET /health`` (200 only once the model is loaded: it loads in the background while the server
 already answers) and ``GET /metrics`` (Prometheus).  Every response
 carries ``Server-Timing``.  Requests wait in a bounded queue for the one model worker
@@ -29,6 +30,7 @@ from celeris_complete.serve.access import (
 from celeris_complete.serve.api import (
     ApiError,
 )
+from celeris_complete.serve.next_edits import edit_completions
 from celeris_complete.serve.routes import (
     api_error,
     chat_completions,
@@ -58,6 +60,7 @@ def make_app(server: CompletionServer, load: bool = True) -> Guard:
             Route("/v1/fim/completions", fim_completions, methods=["POST"]),
             Route("/v1/completions", legacy_completions, methods=["POST"]),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/edit/completions", edit_completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
