@@ -84,6 +84,20 @@ OPTIONS: dict[str, Option] = {
         minimum=50.0,
         maximum=30000.0,
     ),
+    "edit_endpoint": Option(
+        str,
+        "",
+        "A server answering POST /v1/edit/completions (celeris-complete serve, or Inception's Mercury Edit API): "
+        "the language server asks it for the next edit where propagation finds none.",
+    ),
+    "edit_model": Option(str, "", "The model named in requests to edit_endpoint (empty: none named)."),
+    "edit_api_key_env": Option(str, "", "The environment variable holding edit_endpoint's API key."),
+    "edit_budget_ms": Option(
+        float, 1500.0, "How long a next edit waits for edit_endpoint's answer.", minimum=50.0, maximum=30000.0
+    ),
+    "next_edit_local": Option(
+        bool, True, "Propagate the user's edits on this machine (false: only edit_endpoint predicts next edits)."
+    ),
     "mode": Option(str, "auto", "Completion size.", choices=("auto", "line", "block")),
     "steps": Option(int, 4, "Refinement steps (latency/quality dial).", minimum=1, maximum=64),
     "threshold": Option(float, 0.9, "Commit every slot at least this confident.", minimum=0.0, maximum=1.0),

@@ -31,7 +31,7 @@ from celeris_complete.system.parent_watch import exit_with_parent
 
 from .document import use_fast_documents
 from .escalation import ESCALATED_NOTIFICATION
-from .next_edit import NEXT_EDIT_REQUEST, as_result, predict, snapshot
+from .next_edit import NEXT_EDIT_REQUEST, as_result, predict, remote_prompt, remote_result, snapshot
 from .session import (
     DOCUMENT_REQUEST,
     STATUS_REQUEST,
@@ -76,6 +76,7 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         ls.snippets.stop()
         ls.adaptation.stop()
         ls.escalation.stop()
+        ls.remote_edits.stop()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CelerisServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -320,8 +321,19 @@ def make_server(settings: Settings | None = None) -> CelerisServer:
         snap = snapshot(doc)
         if snap is None:
             return None
-        found = await asyncio.get_running_loop().run_in_executor(ls.edit_thread, predict, snap, line)
-        return as_result(doc, snap, found) if ls.document(uri) is doc else None
+        found = None
+        if ls.settings.next_edit_local:
+            found = await asyncio.get_running_loop().run_in_executor(ls.edit_thread, predict, snap, line)
+        if found is not None or not ls.remote_edits.ready():
+            return as_result(doc, snap, found) if ls.document(uri) is doc else None
+        # Nothing propagated: the edit endpoint, if one is configured, rewrites the lines near the cursor.
+        character = getattr(position, "character", 0)
+        path = os.path.basename(to_fs_path(uri) or uri)
+        prompt, lo, hi = remote_prompt(snap, line or 0, character if isinstance(character, int) else 0, path)
+        region = await ls.remote_edits.ask(prompt)
+        if region is None or ls.document(uri) is not doc:
+            return None
+        return remote_result(doc, snap, lo, hi, region)
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
     async def completion(ls: CelerisServer, params: types.CompletionParams):

@@ -24,6 +24,7 @@ from celeris_complete.errors import CelerisError
 from celeris_complete.system.workspace_files import matches
 
 from .adaptation import Adaptation
+from .edit_tier import RemoteNextEdits
 from .escalation import Escalation
 from .framing import FrameReader, serve_frames
 from .protocol import CelerisProtocol
@@ -44,6 +45,7 @@ ENGINE_KEYS = (
 )  # fmt: skip
 SNIPPET_KEYS = ("secret_globs", "ignore_globs", "workspace_index", "snippet_tokens", "drafts")
 TIER_KEYS = ("escalate_endpoint", "escalate_api", "escalate_api_key_env", "escalate_budget_ms")
+EDIT_TIER_KEYS = ("edit_endpoint", "edit_model", "edit_api_key_env", "edit_budget_ms")
 
 
 class CelerisServer(LanguageServer):
@@ -72,6 +74,7 @@ class CelerisServer(LanguageServer):
         self.failing: str | None = None  # the kind of the last completion failure shown to the user
         self.announced: set[str] = set()  # remote endpoints the user has been told about
         self.escalation = Escalation(settings, self.warn)  # the second tier, if one is configured
+        self.remote_edits = RemoteNextEdits(settings, self.warn)  # edit_endpoint, if one is configured
         self.background: set[asyncio.Task] = set()  # tier requests the client is not waiting for
 
     def start_io(self, stdin=None, stdout=None) -> None:
@@ -199,6 +202,9 @@ class CelerisServer(LanguageServer):
         if any(new.values[k] != self.settings.values[k] for k in TIER_KEYS):
             self.escalation.stop()
             self.escalation = Escalation(new, self.warn)
+        if any(new.values[k] != self.settings.values[k] for k in EDIT_TIER_KEYS):
+            self.remote_edits.stop()
+            self.remote_edits = RemoteNextEdits(new, self.warn)
         self.settings = new
         self.keys.clear()
         if snippets_changed and self.folders is not None:

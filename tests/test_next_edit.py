@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 
@@ -15,6 +16,7 @@ from celeris_complete.edits.prompt import history_of, read, write
 from celeris_complete.edits.propagate import suggest
 from celeris_complete.serve.next_edits import rewrite_region
 from tests.lsp_session import Session, run
+from tests.second_tier import Endpoint
 
 
 def typed(lines: list[str], line: int, col: int, text: str, history: EditHistory) -> list[str]:
@@ -221,3 +223,77 @@ def test_the_mercury_edit_prompt_round_trips_and_its_diff_becomes_the_history():
     assert (region, kind) == ("    print(factor)\n    return factor * 2\n", "rename")
     with pytest.raises(ValueError, match="current_file_content"):
         read("no prompt here")
+
+
+def test_the_edit_endpoint_answers_where_propagation_is_off(shipped_model_dir, tmp_path):
+    """``edit_endpoint`` = a real ``celeris-complete serve``: celeris/nextEdit sends the Mercury prompt
+    (the region near the cursor, the history as diffs) and shows the region's rewrite as one edit."""
+    from tests.test_serve import Served
+
+    served = Served(tmp_path / "serve.log", "--model", str(shipped_model_dir), "--log-level", "warning")
+    try:
+        served.wait_ready()
+
+        async def main():
+            options = {"edit_endpoint": served.url, "next_edit_local": False}
+            session = Session(tmp_path / "no-model", init_options=options)
+            await session.start(wait_ready=False)
+            uri = "file:///w/scale.py"
+            session.open(uri, "def scale(size):\n    print(size)\n    return size * 2\n")
+            session.replace(uri, (0, 10), (0, 14), "factor")
+            got = as_dict(await session.next_edit(uri, 0, 16))
+            assert got["kind"] == "remote" and got["version"] == session.versions[uri]
+            # One edit from the first change to the last: "size)\n    return size" -> "factor)\n    return factor".
+            (edit,) = got["edits"]
+            assert edit["range"] == {"start": {"line": 1, "character": 10}, "end": {"line": 2, "character": 15}}
+            assert edit["newText"] == "factor)\n    return factor"
+            await session.stop()
+
+        run(main())
+    finally:
+        served.stop()
+
+
+class Broken(Endpoint):
+    """An edit endpoint that answers what is not JSON, or (``delay_s``) too late."""
+
+    delay_s = 0.0
+    posts = 0
+
+    def do_POST(self) -> None:
+        self.body()
+        type(self).posts += 1
+        time.sleep(self.delay_s)
+        self.send(b"<html>not json</html>", kind="text/html")
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 30.0])
+def test_a_broken_edit_endpoint_is_reported_once_and_never_blocks(tmp_path, delay_s):
+    handler = type("BrokenHere", (Broken,), {"delay_s": delay_s, "posts": 0})
+    server, url = handler.start()
+
+    async def main():
+        options = {"edit_endpoint": url, "next_edit_local": False, "edit_budget_ms": 500}
+        session = Session(tmp_path / "no-model", init_options=options)
+        await session.start(wait_ready=False)
+        uri = "file:///w/scale.py"
+        session.open(uri, "def scale(size):\n    print(size)\n")
+        session.replace(uri, (0, 10), (0, 14), "factor")
+        t0 = time.perf_counter()
+        assert await session.next_edit(uri, 0, 16) is None
+        assert time.perf_counter() - t0 < 15  # the budget (0.5 s, and 1 s grace), never the endpoint's 30 s
+        session.replace(uri, (1, 0), (1, 0), "#")
+        assert await session.next_edit(uri, 1, 1) is None  # resting after the failure: not asked
+        assert handler.posts == 1
+        await asyncio.sleep(1.2)  # (the first rest is 1 s) asked again: it fails again, and says so only in the log
+        session.replace(uri, (1, 1), (1, 1), "#")
+        assert await session.next_edit(uri, 1, 2) is None
+        shown = [m.message for m in session.messages if "next-edit endpoint" in m.message]
+        assert len(shown) == 1 and ("chat completion" in shown[0] or "within" in shown[0]), shown
+        await session.stop()
+
+    try:
+        run(main())
+        assert handler.posts == 2
+    finally:
+        server.shutdown()

@@ -14,7 +14,7 @@ tagged sections in one user message, the answer the editable region rewritten, i
 
 ``read`` takes such a message apart; ``history_of`` turns its latest diff into an ``EditHistory`` of the
 file as it is now (where the diff's new lines are found in it); ``write`` builds one (the remote tier's
-request); ``fenced``/``unfenced`` wrap and unwrap the answer."""
+request) with ``diffs_of`` a history; ``fenced``/``unfenced`` wrap and unwrap the answer."""
 
 from __future__ import annotations
 
@@ -137,3 +137,21 @@ def unfenced(answer: str) -> str | None:
     """The text in an answer's first fenced block (its language tag dropped), or None."""
     m = re.search(r"```[^\n]*\n(.*?)```", answer, re.S)
     return None if m is None else m.group(1)
+
+
+def diffs_of(history: EditHistory, lines, path: str) -> str:
+    """The history's edits as unified diffs, the latest last (an edit too big to be a pattern is left out:
+    its text is not kept)."""
+    out = []
+    for e in history.edits:
+        if e.big:
+            continue
+        old = e.before.splitlines(keepends=True)
+        new = list(lines[e.line : e.line + e.count])
+        if old == new:
+            continue
+        body = [f"-{line}" if line.endswith("\n") else f"-{line}\n" for line in old]
+        body += [f"+{line}" if line.endswith("\n") else f"+{line}\n" for line in new]
+        header = f"--- a/{path}\n+++ b/{path}\n@@ -{e.line + 1},{len(old)} +{e.line + 1},{len(new)} @@\n"
+        out.append(header + "".join(body))
+    return "".join(out).rstrip("\n")
