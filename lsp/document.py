@@ -98,7 +98,8 @@ class FastDocument(TextDocument):
             self.history = EditHistory()
         first = int(np.searchsorted(old.starts, start, side="right")) - 1
         last = int(np.searchsorted(old.starts, end, side="right")) - 1
-        self.history.change(old, first, last, text)
+        at_line_start = end == int(old.starts[last]) and (start == int(old.starts[first]) or text.endswith("\n"))
+        self.history.change(old, first, last, text, whole_lines=at_line_start and (not text or text.endswith("\n")))
 
     def _apply_none_change(self, change) -> None:
         super()._apply_none_change(change)

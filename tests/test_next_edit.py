@@ -297,3 +297,31 @@ def test_a_broken_edit_endpoint_is_reported_once_and_never_blocks(tmp_path, dela
         assert handler.posts == 2
     finally:
         server.shutdown()
+
+
+def test_a_repeated_change_goes_only_to_lines_shaped_like_the_edited_one():
+    doc = [
+        "x = compute(a, b)\n",
+        "report(total, compute(q, b), width, height, title, footer)\n",  # holds the pattern, unlike the line
+        "y = compute(c, b)\n",
+    ]
+    h = EditHistory()
+    h.change(doc, 0, 1, "x = compute(a, b, scale)\n", whole_lines=True)  # line 0 replaced whole
+    lines = ["x = compute(a, b, scale)\n", *doc[1:]]
+    got = suggest(lines, h, 0)
+    assert got is not None and (got.first, got.new) == (2, "y = compute(c, b, scale)\n") and got.remaining == 0
+
+
+def test_a_whole_line_replaced_leaves_the_next_line_out_of_the_edit():
+    """An editor that sends a line's replacement as (line, 0)-(line + 1, 0) touches only that line: the next
+    one may take the change (before, the edit held it, and it was never suggested)."""
+    from lsprotocol import types as lsp
+
+    from celeris_lsp.document import FastDocument
+    from celeris_lsp.next_edit import predict, snapshot
+
+    doc = FastDocument("file:///w/a.py", "x = compute(a, b)\ny = compute(c, b)\n")
+    rng = lsp.Range(start=lsp.Position(0, 0), end=lsp.Position(1, 0))
+    doc.apply_change(lsp.TextDocumentContentChangePartial(range=rng, text="x = compute(a, b, scale)\n"))
+    assert [(e.line, e.count) for e in doc.history.edits] == [(0, 1)]
+    assert predict(snapshot(doc), 0).new == "y = compute(c, b, scale)\n"

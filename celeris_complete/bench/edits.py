@@ -199,7 +199,7 @@ def run_task(task: Task) -> dict:
     """The user's hunk sent as an editor's change, then the suggestion; whether it is exact."""
     h = task.edit
     history = EditHistory()
-    history.change(task.parent, h.start, h.start + h.count, "".join(h.new))
+    history.change(task.parent, h.start, h.start + h.count, "".join(h.new), whole_lines=True)
     doc = apply(task.parent, h)
     cursor = h.start + max(len(h.new), 1) - 1
     t0 = time.perf_counter()

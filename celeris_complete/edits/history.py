@@ -70,11 +70,16 @@ class EditHistory:
                 keep.append(e)
         self.edits = keep
 
-    def change(self, old_lines, start_line: int, end_line: int, text: str) -> None:
+    def change(self, old_lines, start_line: int, end_line: int, text: str, whole_lines: bool = False) -> None:
         """A change replaced the text from a position on ``start_line`` to one on ``end_line`` of the
-        document before it (``old_lines``) by ``text``."""
+        document before it (``old_lines``) by ``text``; ``whole_lines``: it ended at the start of
+        ``end_line`` and ``text`` is empty or ends a line, so ``end_line`` itself is untouched."""
         end_line = max(start_line, end_line)  # (past the last line: an empty line of its own)
-        self.record(old_lines, start_line, end_line, 1 + text.count("\n") + text.count("\r") - text.count("\r\n"))
+        added = text.count("\n") + text.count("\r") - text.count("\r\n")
+        if whole_lines and end_line > start_line:
+            self.record(old_lines, start_line, end_line - 1, added)
+        else:
+            self.record(old_lines, start_line, end_line, 1 + added)
 
     def latest(self, lines: list[str] | None = None) -> tuple[Edit, str] | None:
         """The latest edit that is not big, and its lines' text now (from ``lines``, the document's),

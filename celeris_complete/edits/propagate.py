@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from celeris_complete.edits.change import END, START, Op, apply_ops, ops
+from celeris_complete.edits.change import END, START, Op, apply_ops, ops, tokens
 from celeris_complete.edits.history import EditHistory
 
 WINDOW = 2_000  # lines on each side of the edit
 CONSTANTS = {"None", "True", "False", "null", "nil", "true", "false", "undefined", "self", "this", "NULL"}
+SHAPE = 0.4  # a line at least this like one the edit changed (tokens in common, of all) may take its change
 MAX_OP_TOKENS, MAX_OP_CHARS = 8, 100  # a change larger than this is a rewrite, not a pattern
 DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|function|fn|func|pub\s+fn)\s+([A-Za-z_$][\w$]*)\s*[(<]")
 
@@ -47,6 +48,7 @@ def suggest(lines: list[str], history: EditHistory, cursor_line: int | None = No
         kind = "rename" if found and all(op.rename for op in found) else "repeat"
         # The change as it was made; then with the names around it standing for any name.
         tries = [found, [op for op in (o.loosened() for o in found) if op is not None]]
+    shape = [words(line) for line in edit.before.splitlines()]
     here = edit.line if cursor_line is None else cursor_line
     lo, hi = max(0, edit.line - WINDOW), min(len(lines), edit.line + edit.count + WINDOW)
     # Not the edit's own lines, nor comments and docstrings (but their examples, for a rename), unless
@@ -64,19 +66,19 @@ def suggest(lines: list[str], history: EditHistory, cursor_line: int | None = No
     renames = [[op for op in t if op.rename] for t in tries]
     for i in nearest_first(below, above):  # the nearest line the change applies to, as made if it can
         for tried in tries if i not in prose else renames:
-            new = rewrite(lines[i], tried, calls)
+            new = rewrite(lines[i], tried, calls, shape)
             if new is None:
                 continue
             step = 1 if i >= here else -1
             run = [(i, new)]
             j = i + step
             while lo <= j < hi and j not in mine and (j in prose) == (i in prose) \
-                    and (more := rewrite(lines[j], tried, calls)) is not None:  # fmt: skip
+                    and (more := rewrite(lines[j], tried, calls, shape)) is not None:  # fmt: skip
                 run.append((j, more))
                 j += step
             run.sort()
             first, last = run[0][0], run[-1][0]
-            others = sum(1 for k in below + above if not first <= k <= last and rewrite(lines[k], tried, calls))
+            others = sum(1 for k in below + above if not first <= k <= last and rewrite(lines[k], tried, calls, shape))
             old = "".join(lines[first : last + 1])
             return Suggestion(first, last, old, "".join(n for _, n in run), kind, others)
     return None
@@ -142,17 +144,27 @@ def nearest_first(below: list[int], above: list[int]) -> list[int]:
     return out
 
 
-def rewrite(line: str, patterns: list[Op], calls: tuple[str, str] | None) -> str | None:
-    """``line`` (with its break) with the change made, or None where it does not apply."""
+def rewrite(line: str, patterns: list[Op], calls: tuple[str, str] | None, shape: list[set[str]] = ()) -> str | None:
+    """``line`` (with its break) with the change made, or None where it does not apply: a change other
+    than a rename only on a line shaped like one the edit changed (``SHAPE``: the share of tokens they
+    have in common, of all their tokens)."""
     content = line.rstrip("\r\n")
     if calls is not None:
         new = carry_to_calls(content, *calls)
     else:
         here = [op for op in patterns if op.anchor in content]
         new = apply_ops(content, here) if here else None
+        if new is not None and shape and not all(op.rename for op in here):
+            mine = words(content)
+            if max(len(mine & other) / max(1, len(mine | other)) for other in shape) < SHAPE:
+                return None
     if new is None or new == content or balance(new) != balance(content):  # (never a bracket left open)
         return None
     return new + line[len(content) :]
+
+
+def words(line: str) -> set[str]:
+    return {t.text for t in tokens(line) if t.text not in (START, END)}
 
 
 def balance(text: str) -> tuple[int, int, int]:
