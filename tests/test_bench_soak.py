@@ -25,7 +25,8 @@ def test_a_short_soak_with_the_workspace_changing(tiny_model_dir):
     print(f"large folder indexed after {indexed_s} s, dropped after {dropped_s} s")
     assert len(indexed_s) == 2 and None not in indexed_s, changes
     assert len(dropped_s) == 2 and None not in dropped_s, changes
-    assert changes["created"] > 3 and changes["big_folder_added"] == 2 and changes["big_folder_removed"] == 2
+    # (Small changes happen between the large folder's: how many depends on how long indexing took.)
+    assert changes["created"] >= 1 and changes["big_folder_added"] == 2 and changes["big_folder_removed"] == 2
     assert "| 3 |" in table(result)
 
 
