@@ -325,3 +325,17 @@ def test_a_whole_line_replaced_leaves_the_next_line_out_of_the_edit():
     doc.apply_change(lsp.TextDocumentContentChangePartial(range=rng, text="x = compute(a, b, scale)\n"))
     assert [(e.line, e.count) for e in doc.history.edits] == [(0, 1)]
     assert predict(snapshot(doc), 0).new == "y = compute(c, b, scale)\n"
+
+
+def test_of_the_lines_a_change_applies_to_the_likest_is_taken_before_a_nearer_one():
+    doc = [
+        "x = compute(a, b)\n",
+        "z = compute(d, b) or w or v\n",  # nearer, less like the edited line (6 of 13 tokens in common)
+        "pass\n",
+        "y = compute(c, b)\n",  # 6 of 10
+    ]
+    h = EditHistory()
+    h.change(doc, 0, 1, "x = compute(a, b, scale)\n", whole_lines=True)
+    lines = ["x = compute(a, b, scale)\n", *doc[1:]]
+    got = suggest(lines, h, 0)
+    assert got is not None and (got.first, got.new) == (3, "y = compute(c, b, scale)\n") and got.remaining == 1

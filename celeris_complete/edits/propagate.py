@@ -18,6 +18,7 @@ from celeris_complete.edits.history import EditHistory
 WINDOW = 2_000  # lines on each side of the edit
 CONSTANTS = {"None", "True", "False", "null", "nil", "true", "false", "undefined", "self", "this", "NULL"}
 SHAPE = 0.4  # a line at least this like one the edit changed (tokens in common, of all) may take its change
+RANK_STEP = 0.5  # among the lines a change applies to, the likest (in steps of this) and then the nearest
 MAX_OP_TOKENS, MAX_OP_CHARS = 8, 100  # a change larger than this is a rewrite, not a pattern
 DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|function|fn|func|pub\s+fn)\s+([A-Za-z_$][\w$]*)\s*[(<]")
 
@@ -64,24 +65,38 @@ def suggest(lines: list[str], history: EditHistory, cursor_line: int | None = No
     above = [i for i in range(min(here, hi) - 1, lo - 1, -1) if i not in mine]
     tries = [t for t in tries if t or calls is not None]
     renames = [[op for op in t if op.rename] for t in tries]
-    for i in nearest_first(below, above):  # the nearest line the change applies to, as made if it can
+    # Every line the change applies to (as made if it can, else loosened), nearest first; the one taken
+    # is the most like the edited lines (in steps of RANK_STEP), the nearest of those.
+    order = nearest_first(below, above)
+    matches = []
+    for i in order:
         for tried in tries if i not in prose else renames:
-            new = rewrite(lines[i], tried, calls, shape)
-            if new is None:
-                continue
-            step = 1 if i >= here else -1
-            run = [(i, new)]
-            j = i + step
-            while lo <= j < hi and j not in mine and (j in prose) == (i in prose) \
-                    and (more := rewrite(lines[j], tried, calls, shape)) is not None:  # fmt: skip
-                run.append((j, more))
-                j += step
-            run.sort()
-            first, last = run[0][0], run[-1][0]
-            others = sum(1 for k in below + above if not first <= k <= last and rewrite(lines[k], tried, calls, shape))
-            old = "".join(lines[first : last + 1])
-            return Suggestion(first, last, old, "".join(n for _, n in run), kind, others)
-    return None
+            if rewrite(lines[i], tried, calls, shape) is not None:
+                matches.append((i, tried))
+                break
+    if not matches:
+        return None
+    i, tried = matches[0]
+    if shape and calls is None:
+        i, tried = min(matches, key=lambda m: -int(likeness(lines[m[0]], shape) / RANK_STEP))
+    step = 1 if i >= here else -1
+    run = [(i, rewrite(lines[i], tried, calls, shape))]
+    j = i + step
+    while lo <= j < hi and j not in mine and (j in prose) == (i in prose) \
+            and (more := rewrite(lines[j], tried, calls, shape)) is not None:  # fmt: skip
+        run.append((j, more))
+        j += step
+    run.sort()
+    first, last = run[0][0], run[-1][0]
+    others = sum(1 for k, _ in matches if not first <= k <= last)
+    old = "".join(lines[first : last + 1])
+    return Suggestion(first, last, old, "".join(n for _, n in run), kind, others)
+
+
+def likeness(line: str, shape: list[set[str]]) -> float:
+    """How like the edited lines ``line`` is: the most tokens in common with one of them, of all."""
+    mine = words(line)
+    return max((len(mine & other) / max(1, len(mine | other)) for other in shape), default=0.0)
 
 
 def patterns(before: str, after: str, lines: list[str]) -> list[Op]:
@@ -154,10 +169,8 @@ def rewrite(line: str, patterns: list[Op], calls: tuple[str, str] | None, shape:
     else:
         here = [op for op in patterns if op.anchor in content]
         new = apply_ops(content, here) if here else None
-        if new is not None and shape and not all(op.rename for op in here):
-            mine = words(content)
-            if max(len(mine & other) / max(1, len(mine | other)) for other in shape) < SHAPE:
-                return None
+        if new is not None and shape and not all(op.rename for op in here) and likeness(content, shape) < SHAPE:
+            return None
     if new is None or new == content or balance(new) != balance(content):  # (never a bracket left open)
         return None
     return new + line[len(content) :]
