@@ -339,3 +339,38 @@ def test_of_the_lines_a_change_applies_to_the_likest_is_taken_before_a_nearer_on
     lines = ["x = compute(a, b, scale)\n", *doc[1:]]
     got = suggest(lines, h, 0)
     assert got is not None and (got.first, got.new) == (3, "y = compute(c, b, scale)\n") and got.remaining == 1
+
+
+def test_random_edit_storms_keep_the_history_bounded_and_in_the_document():
+    """Thousands of random changes (typing, deletions across lines, pastes, undo-like reversals), as
+    incremental and full syncs: the history stays within its bound, every edit within the document, and
+    a prediction never raises."""
+    import random
+
+    from lsprotocol import types as lsp
+
+    from celeris_lsp.document import FastDocument
+    from celeris_lsp.next_edit import predict, snapshot
+
+    rng = random.Random(7)
+    doc = FastDocument("file:///w/storm.py", "".join(DOC) * 5)
+    for step in range(3000):
+        text = doc.source
+        a, b = sorted(rng.randrange(len(text) + 1) for _ in range(2))
+        b = min(b, a + rng.choice((0, 1, 5, 40, 400)))
+        new = rng.choice(("", "x", "size", "\n", "    total = size\n", "".join(DOC), "(", ")"))
+        if step % 97 == 0:
+            doc.apply_change(lsp.TextDocumentContentChangeWholeDocument(text=text[:a] + new + text[b:]))
+        else:
+            lines = text[:a].split("\n"), text[:b].split("\n")
+            rng_ = lsp.Range(
+                start=lsp.Position(len(lines[0]) - 1, len(lines[0][-1])),
+                end=lsp.Position(len(lines[1]) - 1, len(lines[1][-1])),
+            )
+            doc.apply_change(lsp.TextDocumentContentChangePartial(range=rng_, text=new))
+        assert doc.source == text[:a] + new + text[b:]
+        n = len(doc.lines)
+        assert len(doc.history.edits) <= MAX_EDITS
+        assert all(0 <= e.line and e.line + e.count <= n + 1 for e in doc.history.edits), doc.history.edits
+        if step % 50 == 0:
+            predict(snapshot(doc), rng.randrange(n + 1))
