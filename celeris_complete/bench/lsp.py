@@ -166,6 +166,7 @@ async def _run(
     think_s: float = 0.0,
     trace: list | None = None,
     language: str = "python",
+    min_keystrokes: int = 0,
 ) -> dict:
     root, files, language_id = language_workspace(language)
     with_snippets = []
@@ -189,7 +190,10 @@ async def _run(
     sessions = iter(typing_sessions(1000, files=files, root=root))
     deadline = time.perf_counter() + seconds
     keystrokes = 0
-    while time.perf_counter() < deadline:
+    def done() -> bool:  # the time is up, and at least min_keystrokes were typed
+        return time.perf_counter() >= deadline and keystrokes >= min_keystrokes
+
+    while not done():
         name, before, to_type = next(sessions)
         uri = (root / name).resolve().as_uri()  # its own file on disk is never its snippet
         client.text_document_did_open(
@@ -199,7 +203,7 @@ async def _run(
         )
         line, col, version = before.count("\n"), 0, 1
         for ch in to_type:
-            if time.perf_counter() >= deadline:
+            if done():
                 break
             tick = time.perf_counter()
             version += 1
@@ -277,10 +281,13 @@ def run(
     think_s: float = 0.0,
     trace: list | None = None,
     language: str = "python",
+    min_keystrokes: int = 0,
 ) -> dict:
     """``invoked_every``: also an invoked request (alternatives) after every Nth keystroke (0: none);
     ``think_s``: a pause after each typed line; ``trace``: receives each keystroke's latency and the
-    server's timings for it; ``language``: what is typed (see the module doc)."""
+    server's timings for it; ``language``: what is typed (see the module doc); ``min_keystrokes``: typing
+    goes on past ``seconds`` until this many keys were typed (a test's run on a loaded machine)."""
     return asyncio.run(
-        _run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s, trace, language)
-    )
+        _run(model, seconds, keys_per_second, init_options or {}, invoked_every, think_s, trace, language,
+             min_keystrokes)
+    )  # fmt: skip
