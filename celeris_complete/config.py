@@ -54,6 +54,13 @@ OPTIONS: dict[str, Option] = {
         "Run the refinement step and context encoding as traced TorchScript graphs: the same answers with less "
         "overhead per call (PyTorch backend, our own models).",
     ),
+    "trace_cache": Option(
+        str,
+        "",
+        "Where a model's traced graphs are kept, so that it is traced once and not at every start: a folder; "
+        "empty: celeris-complete/traced in the user's cache folder ($XDG_CACHE_HOME, else ~/.cache); off: "
+        "nowhere.",
+    ),
     "endpoint": Option(
         str,
         "",

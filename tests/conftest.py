@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sysconfig
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from celeris_complete.backends import trace_store
 from celeris_complete.model.tokenizer import CodeTokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,6 +48,24 @@ SLOWEST_FIRST = (
     "test_bench_studies.py",
     "test_vscode.py",
 )
+
+
+TRACED = "CELERIS_TRACE_CACHE"
+
+
+def pytest_configure(config) -> None:
+    """One folder of traced graphs for the whole run: its workers, the engines they build and the servers
+    and editors they start (each model is traced once, as on a user's machine; not in the user's own
+    folder). Made before pytest-xdist starts its workers, which inherit it."""
+    if TRACED not in os.environ:
+        os.environ[TRACED] = config._celeris_traced = tempfile.mkdtemp(prefix="celeris-traced-")
+    run_folder = Path(os.environ[TRACED])
+    trace_store.default_root = lambda: run_folder  # engines built here with settings of their own
+
+
+def pytest_unconfigure(config) -> None:
+    if folder := getattr(config, "_celeris_traced", None):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

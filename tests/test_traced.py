@@ -1,11 +1,16 @@
 """The traced refinement step (traced.py) on the real shipped model: the same answers as the eager one."""
 
+import os
+import shutil
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
+from celeris_complete.backends import trace_store
 from celeris_complete.backends.traced import TracedModel, _close, tolerance
 from celeris_complete.config import load_settings
 from celeris_complete.engine import Engine, InfillRequest
@@ -34,6 +39,36 @@ def test_traced_engine_answers_as_the_eager_one(shipped_model_dir, quant):
                 traced.complete(InfillRequest(prefix, suffix, mode=mode)).raw
                 == eager.complete(InfillRequest(prefix, suffix, mode=mode)).raw
             )
+
+
+def test_graphs_are_kept_loaded_at_the_next_start_and_traced_again_when_broken(tiny_model_dir, tmp_path):
+    kept = tmp_path / "traced"
+    first = engine(tiny_model_dir, trace_cache=str(kept))
+    assert isinstance(first.model, TracedModel) and not first.model.from_store
+    (folder,) = kept.iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["extend.pt", "fresh.pt", "step.pt"]
+    want = [first.complete(InfillRequest(p, s, mode=m)).raw for p, s in PROMPTS for m in ("line", "block")]
+
+    def started(where: Path = kept) -> TracedModel:
+        e = engine(tiny_model_dir, trace_cache=str(where))
+        assert isinstance(e.model, TracedModel)
+        assert [e.complete(InfillRequest(p, s, mode=m)).raw for p, s in PROMPTS for m in ("line", "block")] == want
+        return e.model
+
+    assert started().from_store
+    assert engine(tiny_model_dir, quant="none", trace_cache=str(kept)).model.from_store is False  # run otherwise
+    assert len(list(kept.iterdir())) == 2
+    step = folder / "step.pt"
+    step.write_bytes(step.read_bytes()[:1000])  # cut short: traced again, and replaced
+    assert not started().from_store
+    assert started().from_store
+    shutil.copy(folder / "fresh.pt", step)  # loads, but is another call's graph
+    assert not started().from_store
+    assert started().from_store
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert not started(blocked / "traced").from_store  # cannot be written: traced at every start
+    assert not started(blocked / "traced").from_store
 
 
 def test_traced_graphs_follow_lengths_and_canvas(shipped_model_dir):
@@ -66,7 +101,7 @@ def test_a_failed_trace_falls_back_to_the_eager_step(shipped_model_dir, monkeypa
 
     monkeypatch.setattr(torch.jit, "trace", broken)
     with pytest.warns(UserWarning, match="could not trace the model"):
-        fallback = engine(shipped_model_dir, quant="none")
+        fallback = engine(shipped_model_dir, quant="none", trace_cache="off")  # (kept graphs are not traced)
     assert not isinstance(fallback.model, TracedModel)
     assert (
         fallback.complete(InfillRequest(*PROMPTS[0])).text
@@ -120,3 +155,16 @@ def test_a_half_precision_graph_may_round_differently_but_not_answer_differently
     other = (torch.randn(2, 64, 512, generator=torch.Generator().manual_seed(1)) * 4).to(dtype)
     assert not _close(other, want, tol)
     assert not _close(want[:, :63], want[:, 1:], tol)  # shifted by a position
+
+
+def test_the_store_keeps_the_most_recently_used_models_graphs(tmp_path):
+    now = time.time()
+    for i in range(trace_store.KEEP + 2):  # the oldest first
+        (tmp_path / f"model{i}").mkdir()
+        os.utime(tmp_path / f"model{i}", (now - 100 + i, now - 100 + i))
+    (tmp_path / "model9.tmp-1-2").mkdir()  # half-written by a process that died
+    os.utime(tmp_path / "model9.tmp-1-2", (now - 2 * trace_store.STALE_S,) * 2)
+    (tmp_path / "model8.tmp-3-4").mkdir()  # being written now
+    trace_store.TraceStore(tmp_path / "model0").evict()
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert kept == [f"model{i}" for i in range(2, trace_store.KEEP + 2)] + ["model8.tmp-3-4"]

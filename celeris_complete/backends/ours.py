@@ -14,13 +14,14 @@ import numpy as np
 import torch
 
 from celeris_complete.backends.base import Supports
+from celeris_complete.backends.trace_store import TraceStore
 from celeris_complete.backends.traced import TracedModel
 from celeris_complete.config import Settings
 from celeris_complete.errors import CelerisError
 from celeris_complete.model.context import Context, build_context
 from celeris_complete.model.context_cache import ContextCache
 from celeris_complete.model.diffusion import SpecialIds, expand_kv
-from celeris_complete.model.directory import load_model_dir
+from celeris_complete.model.directory import WEIGHTS, load_model_dir
 from celeris_complete.model.network import quantize_int8
 from celeris_complete.system.hardware import cpu_has_bf16_units
 
@@ -92,6 +93,7 @@ class OurBackend:
         banned = (tok.mask_id, tok.suf_id, tok.pre_id, tok.file_id, *unused)
         self.ids = SpecialIds(tok.mask_id, tok.eos_id, banned, blank, self.starts_line)
         self.tracer: threading.Thread | None = None
+        self.trace_cache = settings.trace_cache
         if self.name == "torch" and settings.trace:
             if trace_in_background:
                 # Not a daemon: interpreter shutdown waits for it (killing it inside TorchScript aborts).
@@ -102,7 +104,8 @@ class OurBackend:
 
     def _trace(self, device: str) -> None:
         try:
-            traced = TracedModel(self.model, device, self.tok.mask_id)
+            store = TraceStore.for_model(self.path / WEIGHTS, self.quant, device, self.trace_cache)
+            traced = TracedModel(self.model, device, self.tok.mask_id, store)
         except Exception as exc:  # an odd platform or model: the eager model gives the same answers
             warnings.warn(f"could not trace the model ({exc}); running it eagerly", stacklevel=2)
             return
@@ -111,7 +114,6 @@ class OurBackend:
 
     def _use_onnx(self, loaded, path: Path, device: str, settings: Settings, quant: str) -> None:
         from celeris_complete.backends.onnx import OnnxModel
-        from celeris_complete.model.directory import WEIGHTS
 
         if quant in ("fp16", "bf16"):
             raise CelerisError(f"quant {quant} is not offered by the onnx backend; use none or int8")

@@ -5,7 +5,8 @@ cached context) spends more time in Python dispatching about a hundred small ope
 arithmetic. Tracing the calls once, when the engine is built, records those operations as graphs
 that run without Python in between: the same arithmetic, less overhead. Each graph is checked against
 the eager model at other lengths than it was traced with (a trace that froze a length would answer
-differently there, and is refused).
+differently there, and is refused). The graphs are kept on disk (``trace_store.py``): the next start
+loads and checks them instead of tracing again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import warnings
 import torch
 from torch import nn
 
+from celeris_complete.backends.trace_store import TraceStore
 from celeris_complete.model.diffusion import expand_kv
 from celeris_complete.model.network import KV, FlatContextEncode, FlatSpanStep, InfillModel, flatten_kv, pair_kv
 
@@ -38,10 +40,25 @@ def _close(got, want, tol: float = 1e-3) -> bool:
     )
 
 
+def _reproduces(graph, module: nn.Module, example: tuple, check: tuple, tol: float, safe: bool = False) -> bool:
+    """Whether ``graph`` answers as ``module`` at ``check`` (another length than it was traced with), after
+    the runs in which the graph executor profiles and optimizes it. ``safe``: a graph that fails to run
+    (one kept on disk that is not this call's) does not reproduce it either."""
+    try:
+        with torch.inference_mode():
+            for inputs in (example, check, example):
+                graph(*inputs)
+            return _close(graph(*check), module(*check), tol)
+    except Exception:
+        if not safe:
+            raise
+        return False
+
+
 class TracedModel:
     """Our model with its refinement step and context encoding (fresh, or extending a cached past) traced."""
 
-    def __init__(self, model: InfillModel, device: str, mask: int) -> None:
+    def __init__(self, model: InfillModel, device: str, mask: int, store: TraceStore | None = None) -> None:
         self.model = model
         self.cfg = model.cfg
         tol = tolerance(model)
@@ -54,17 +71,28 @@ class TracedModel:
             _, past_a = model.encode_context(ids[:, :a])
             _, past_b = model.encode_context(ids[:, :b])
             slots = torch.full((1, self.cfg.max_canvas), mask, dtype=torch.long, device=device)
-        # (traced with, checked at): other context lengths, canvases and numbers of new tokens
-        self.step = self._trace(
-            FlatSpanStep(model), (slots[:, :8], *flatten_kv(past_a)), (slots, *flatten_kv(past_b)), tol
-        )
-        self.fresh = self._trace(FlatContextEncode(model), (ids[:, :a],), (ids,), tol)
-        self.extend = self._trace(
-            FlatContextEncode(model),
-            (ids[:, a : a + 3], *flatten_kv(past_a)),
-            (ids[:, b : b + 1], *flatten_kv(past_b)),
-            tol,
-        )
+        # name: (module, traced with, checked at): other context lengths, canvases and numbers of new tokens
+        calls = {
+            "step": (FlatSpanStep(model), (slots[:, :8], *flatten_kv(past_a)), (slots, *flatten_kv(past_b))),
+            "fresh": (FlatContextEncode(model), (ids[:, :a],), (ids,)),
+            "extend": (
+                FlatContextEncode(model),
+                (ids[:, a : a + 3], *flatten_kv(past_a)),
+                (ids[:, b : b + 1], *flatten_kv(past_b)),
+            ),
+        }
+        # Graphs kept from an earlier start, where they still reproduce the model (checked at the lengths
+        # they were traced with: that they follow others was checked when they were traced, and they are
+        # the same graphs; the check at the longest context costs most of a start); else traced and kept.
+        stored = store.load(device) if store is not None else None
+        sound = stored is not None and all(_reproduces(stored[n], *calls[n][:2], calls[n][1], tol, True) for n in calls)
+        graphs = stored if sound else None
+        self.from_store = graphs is not None
+        if graphs is None:
+            graphs = {name: self._trace(*call, tol) for name, call in calls.items()}
+            if store is not None:
+                store.save(graphs, replace=stored is not None)
+        self.step, self.fresh, self.extend = graphs["step"], graphs["fresh"], graphs["extend"]
         with torch.inference_mode():
             more = ids[:, b : b + 7]
             encoded = FlatContextEncode(model)(more, *flatten_kv(past_b))
@@ -80,11 +108,8 @@ class TracedModel:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer notes about Python values; the check below is what counts
             graph = torch.jit.freeze(torch.jit.trace(module.eval(), example, check_trace=False).eval())
-        with torch.inference_mode():
-            for inputs in (example, check, example):  # the graph executor's first runs profile and optimize
-                graph(*inputs)
-            if not _close(graph(*check), module(*check), tol):
-                raise RuntimeError(f"the traced {type(module).__name__} does not reproduce the model's")
+        if not _reproduces(graph, module, example, check, tol):
+            raise RuntimeError(f"the traced {type(module).__name__} does not reproduce the model's")
         return graph
 
     def parameters(self):
