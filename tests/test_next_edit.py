@@ -85,7 +85,7 @@ def test_a_paste_is_too_big_to_be_a_pattern():
 def test_a_name_that_is_not_bound_here_changes_only_in_its_context():
     doc = ["if isinstance(a, dict):\n", "    b = dict(a)\n", "if isinstance(c, dict):\n", "    pass\n"]
     h = EditHistory()
-    h.change(doc, 0, 0, "if isinstance(a, Mapping):\n")
+    h.change(doc, 0, 1, "if isinstance(a, Mapping):\n", whole_lines=True)
     lines = ["if isinstance(a, Mapping):\n", *doc[1:]]
     got = suggest(lines, h, 0)
     assert got is not None and got.kind == "repeat" and (got.first, got.new) == (2, "if isinstance(c, Mapping):\n")
@@ -374,3 +374,21 @@ def test_random_edit_storms_keep_the_history_bounded_and_in_the_document():
         assert all(0 <= e.line and e.line + e.count <= n + 1 for e in doc.history.edits), doc.history.edits
         if step % 50 == 0:
             predict(snapshot(doc), rng.randrange(n + 1))
+
+
+def test_rewrites_reorders_and_constants_are_not_patterns():
+    def after(doc: list[str], line: int, new: str) -> object:
+        h = EditHistory()
+        h.change(doc, line, line + 1, new, whole_lines=True)
+        return suggest(doc[:line] + new.splitlines(keepends=True) + doc[line + 1 :], h, line)
+
+    # A new variable, used once: lines were added (a rewrite), so ``raw`` is not renamed everywhere.
+    doc = ["def f(raw):\n", "    return g(raw, raw)\n", "\n", "def h(raw):\n", "    return k(raw)\n"]
+    assert after(doc, 1, "    escaped = raw.strip()\n    return g(raw, escaped)\n") is None
+    assert after(doc, 1, "    return g(raw, escaped)\n").new == "    return k(escaped)\n"  # (in one line: a rename)
+    # Names that changed places in an import are a reorder, not two renames.
+    doc = ["from common import a, skip, rows, cols\n", "skip('slow')\n", "cols(1)\n"]
+    assert after(doc, 0, "from common import a, cols, rows, skip\n") is None
+    # ``self`` (a constant) replaced in one place is not renamed at every method.
+    doc = ["class A:\n", "    def f(self):\n", "        return self in {self.X}\n", "    def g(self):\n", "        return 1\n"]
+    assert after(doc, 2, "        return self in {A.X}\n") is None

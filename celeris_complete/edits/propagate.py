@@ -44,6 +44,8 @@ def suggest(lines: list[str], history: EditHistory, cursor_line: int | None = No
     calls = added_parameter(edit.before, after)  # (then the definition's own change is not a pattern)
     if calls is not None:
         kind, tries = "call", [[]]
+    elif edit.before.count("\n") != after.count("\n"):
+        return None  # lines added or removed: a rewrite (a new variable, a block restructured), not a pattern
     else:
         found = patterns(edit.before, after, lines)
         kind = "rename" if found and all(op.rename for op in found) else "repeat"
@@ -102,14 +104,19 @@ def likeness(line: str, shape: list[set[str]]) -> float:
 def patterns(before: str, after: str, lines: list[str]) -> list[Op]:
     """The edit's changes that can be looked for elsewhere: small ones within a line (a rewrite of
     several lines is not a pattern); a name replaced by another is a rename (found anywhere) only where
-    the old name is bound in the document (defined, assigned, imported, a parameter); else it is found
-    in its context (``isinstance(x, dict)`` -> ``Mapping``: not every ``dict``)."""
+    the old name is bound in the document (defined, assigned, imported, a parameter) and neither name is
+    a constant; else it is found in its context (``isinstance(x, dict)`` -> ``Mapping``: not every
+    ``dict``). Names that changed places (``import a, b`` -> ``import b, a``) are not renamed."""
     out = []
-    for op in ops(before, after):
+    changed = ops(before, after)
+    swapped = {(op.new, op.old[0]) for op in changed if op.renames}  # (names that changed places: a reorder)
+    for op in changed:
+        if op.renames and (op.old[0], op.new) in swapped:
+            continue
         if len(op.old) > MAX_OP_TOKENS or len(op.new) > MAX_OP_CHARS or "\n" in op.new or START in op.old \
                 or END in op.old:  # fmt: skip
             continue
-        if op.renames and (op.new in CONSTANTS or not bound(op.old[0], lines, before)):
+        if op.renames and (op.new in CONSTANTS or op.old[0] in CONSTANTS or not bound(op.old[0], lines, before)):
             op = Op(op.left, op.old, op.right, op.new, free=False)
         if op.rename or op.specific:
             out.append(op)
