@@ -390,5 +390,5 @@ def test_rewrites_reorders_and_constants_are_not_patterns():
     doc = ["from common import a, skip, rows, cols\n", "skip('slow')\n", "cols(1)\n"]
     assert after(doc, 0, "from common import a, cols, rows, skip\n") is None
     # ``self`` (a constant) replaced in one place is not renamed at every method.
-    doc = ["class A:\n", "    def f(self):\n", "        return self in {self.X}\n", "    def g(self):\n", "        return 1\n"]
+    doc = ["class A:\n", "    def f(self):\n", "        return self in {self.X}\n", "    def g(self):\n", "        1\n"]
     assert after(doc, 2, "        return self in {A.X}\n") is None
