@@ -71,6 +71,20 @@ def test_graphs_are_kept_loaded_at_the_next_start_and_traced_again_when_broken(t
     assert not started(blocked / "traced").from_store
 
 
+def test_graphs_that_cannot_be_written_are_used_all_the_same(tiny_model_dir, tmp_path, monkeypatch):
+    def full(*args, **kwargs):
+        raise RuntimeError("PytorchStreamWriter failed writing file data: No space left on device")
+
+    monkeypatch.setattr(torch.jit, "save", full)  # (a full disk, as torch reports it)
+    traced = engine(tiny_model_dir, trace_cache=str(tmp_path / "traced"))
+    assert isinstance(traced.model, TracedModel) and not traced.model.from_store
+    assert list((tmp_path / "traced").iterdir()) == []  # nothing half-written left behind
+    assert (
+        traced.complete(InfillRequest(*PROMPTS[0])).raw
+        == engine(tiny_model_dir, trace=False).complete(InfillRequest(*PROMPTS[0])).raw
+    )
+
+
 def test_traced_graphs_follow_lengths_and_canvas(shipped_model_dir):
     loaded = load_model_dir(shipped_model_dir)
     model = loaded.model.eval()

@@ -110,7 +110,8 @@ class TraceStore:
                     return  # another process kept the same graphs first
                 shutil.rmtree(self.folder, ignore_errors=True)
             os.replace(tmp, self.folder)
-        except OSError as exc:  # read-only, full or missing: traced at every start, as without a store
+        except Exception as exc:  # read-only, full or missing (torch says so as RuntimeError): traced at
+            # every start, as without a store; the graphs just traced are used all the same
             log.info("traced graphs not kept in %s (%s)", self.folder, exc)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
