@@ -8,7 +8,6 @@ cache and the decoding treat both backends alike.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -19,6 +18,7 @@ import numpy as np
 import torch
 
 from celeris_complete.errors import CelerisError
+from celeris_complete.model.directory import weights_digest
 from celeris_complete.model.network import FlatContextEncode, FlatSpanStep, InfillModel, flatten_kv, pair_kv
 
 CONTEXT_GRAPH = "context.onnx"
@@ -34,11 +34,7 @@ def kv_names(n_layers: int, prefix: str = "") -> list[str]:
 
 def cache_dir_for(weights: Path) -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    h = hashlib.sha256()
-    with weights.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return base / "celeris-complete" / "onnx" / f"{h.hexdigest()[:16]}-{FORMAT}"
+    return base / "celeris-complete" / "onnx" / f"{weights_digest(weights)[:16]}-{FORMAT}"
 
 
 def export(model: InfillModel, out: Path, int8: bool = True) -> Path:

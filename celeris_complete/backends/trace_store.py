@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from celeris_complete.model.directory import weights_digest
+
 log = logging.getLogger(__name__)
 
 FORMAT = "1"  # part of the key: a change to how graphs are stored makes them anew
@@ -61,17 +63,14 @@ class TraceStore:
         if base is None:
             return None
         try:
-            digest = hashlib.sha256()
-            with weights.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
+            digest = weights_digest(weights)[:16]
             made_by = hashlib.sha256(
                 _makers() + f"{torch.__version__} {sys.version_info[:2]} {FORMAT}".encode()
             ).hexdigest()[:12]
         except OSError as exc:
             log.info("traced graphs not kept (%s)", exc)
             return None
-        return cls(base / f"{digest.hexdigest()[:16]}-{quant}-{device}-{made_by}")
+        return cls(base / f"{digest}-{quant}-{device}-{made_by}")
 
     def paths(self) -> dict[str, Path]:
         return {name: self.folder / f"{name}.pt" for name in NAMES}

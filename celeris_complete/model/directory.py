@@ -5,6 +5,7 @@ Loading checks everything it can and names the file and what is wrong. It never 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,15 @@ class LoadedModel:
 
 def default_model_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "models" / "default"
+
+
+def weights_digest(weights: Path) -> str:
+    """The weights file's SHA-256, in hex: what caches of a model's compiled forms are keyed by."""
+    h = hashlib.sha256()
+    with weights.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def save_model_dir(path: Path, model: InfillModel, tok: CodeTokenizer, meta: dict) -> None:
