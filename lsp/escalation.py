@@ -43,6 +43,16 @@ class Escalation:
         self.failing: str | None = None  # the kind of the last failure shown to the user
         self.asked = self.answered = self.failed = self.superseded = self.in_flight = 0
         self.latencies_ms: deque[float] = deque(maxlen=256)
+        if self.tier is not None:
+            self.thread.submit(self._warm)
+
+    def _warm(self) -> None:
+        """The tier's engine built and its server asked about itself before the first request (which
+        would otherwise spend its budget on that); a failure here is the first request's to report."""
+        try:
+            self.tier.warm()
+        except Exception as exc:  # noqa: BLE001 - reported by the first request that meets it
+            log.info("the second tier could not be reached ahead of its first request: %s", exc)
 
     def supersede(self, uri: str) -> int:
         """A new request for ``uri``: a tier request still running for it is stale. Its generation."""

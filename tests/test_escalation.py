@@ -140,6 +140,43 @@ def test_unsure_answers_are_asked_of_the_second_tier_and_shown_when_they_come(
     run(go())
 
 
+class SlowToSayWho(Endpoint):
+    """A tier whose ``GET /v1/models`` takes longer than the budget; completions answer at once."""
+
+    def do_GET(self) -> None:
+        time.sleep(1.5)
+        super().do_GET()
+
+    def do_POST(self) -> None:
+        self.body()
+        self.send({"choices": [{"index": 0, "text": "path.join(path)"}]})
+
+
+def test_a_tier_slow_to_say_who_it_is_still_answers_the_first_request(shipped_model_dir, tmp_path):
+    """The server is asked about itself when the tier is configured, not within the first request's
+    400 ms (broken once: asked within it -> the first request times out and nothing comes)."""
+    provider, endpoint = SlowToSayWho.start()
+    uri = (tmp_path / "a.py").as_uri()
+    options = {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": endpoint,
+               "escalate_budget_ms": 400}  # fmt: skip
+
+    async def go():
+        s = Session(shipped_model_dir, init_options=options)
+        await s.start()
+        try:
+            s.open(uri, TEXT)
+            assert not (await s.inline(uri, *PLACE)).items and s.timings[-1].escalating is True
+            await wait_for(lambda: s.escalated, "the tier's answer to the first request")
+            assert get(s.escalated[0], "text") == "path.join(path)" and not s.messages
+        finally:
+            await s.stop()
+
+    try:
+        run(go())
+    finally:
+        provider.shutdown()
+
+
 class Misbehaving(Endpoint):
     """A tier made to misbehave: ``how`` is "hold" (answers once ``release`` is set), "garbage" (not
     JSON) or "busy" (429); every completion request is counted."""

@@ -95,13 +95,17 @@ def test_budget_is_what_was_asked_within_what_the_machine_has(monkeypatch):
 def test_a_real_pass_is_measured_and_bigger_passes_cost_more():
     layer = torch.nn.Linear(1024, 1024)
 
-    def step(n):  # 16 MiB of activations per sample kept for the backward pass
+    def step(n):  # 16 MiB tensors per sample: the input, the activations kept and their gradients
         x = torch.randn(n * 4096, 1024, requires_grad=True)
         layer(x).relu().sum().backward()
         layer.zero_grad(set_to_none=True)
 
     plan = train_memory.plan(64000, batch=64, optimizer_mb=0, step=step, estimate=1.0)
-    assert plan.measured and 16 <= plan.sample_mb <= 100
+    # At most six such tensors live at once, and the allocator may keep some freed ones resident
+    # (128 MB measured on a busy machine); the process itself (torch loaded: hundreds of MB) is not
+    # a sample's cost.
+    assert plan.measured and 16 <= plan.sample_mb <= 200, plan
+    assert plan.fixed_mb >= 0.5 * (train_memory.resident_mb() or 0), plan
 
 
 def _measure_as_if_big(monkeypatch):

@@ -194,6 +194,12 @@ class RemoteBackend:
             "from other files (never secret or ignored ones) are sent there"
         )
 
+    def connect(self) -> None:
+        """Ask the server whose it is and which model it names now, not within the first request's deadline
+        (a slow answer would otherwise cost that request). Raises ``RemoteError`` as a request would."""
+        if self.server is None:
+            self.server = self._wait(self._probe(), None, None)[0]
+
     # ---- one request ------------------------------------------------------------------------------
     def context(
         self, prefix: str, suffix: str, prefix_budget: int, suffix_budget: int, file_start: bool, file_end: bool,

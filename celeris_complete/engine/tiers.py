@@ -3,8 +3,9 @@
 ``escalate_endpoint`` names it (``celeris-complete serve``, a vLLM or SGLang server, a hosted API),
 ``escalate_api`` its API (fim, completions, chat) and ``escalate_api_key_env`` its key: the same remote
 backend as ``endpoint`` (windows cut to the budgets, cancellation, deadlines, one error kind per
-failure, Python answers checked on this side).  ``Tier`` builds that engine on first use and answers
-one request at a time; ``BackOff`` keeps a failing tier from being asked on every keystroke.
+failure, Python answers checked on this side).  ``Tier`` builds that engine (and asks the server about
+itself) ahead of the first request and answers one request at a time; ``BackOff`` keeps a failing
+tier from being asked on every keystroke.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class BackOff:
 
 
 class Tier:
-    """The second tier's engine, built on the first request (that request's thread: the constructor
+    """The second tier's engine, built by ``warm`` or the first request, on the tier's thread (building
     may ask the server for its models); ``complete`` raises the remote backend's ``RemoteError`` (a
     ``CelerisError`` with a ``kind``)."""
 
@@ -73,14 +74,27 @@ class Tier:
         self.engine = None
         self.lock = threading.Lock()
 
+    def _engine(self):
+        from celeris_complete.engine.pipeline import Engine  # (torch: loaded when first needed)
+
+        if self.engine is None:
+            self.engine = Engine(self.settings)
+        return self.engine
+
+    def warm(self) -> None:
+        """Build the engine and ask the server about itself ahead of the first request, so that request's
+        budget is spent on its answer; raises what building or asking raises."""
+        with self.lock:
+            connect = getattr(self._engine().impl, "connect", None)
+            if connect is not None:
+                connect()
+
     def complete(self, req: InfillRequest) -> Completion | None:
         """The tier's answer; None when ``req.should_cancel`` stopped it (superseded)."""
-        from celeris_complete.engine.pipeline import Cancelled, Engine  # (torch: loaded when first needed)
+        from celeris_complete.engine.pipeline import Cancelled
 
         with self.lock:
-            if self.engine is None:
-                self.engine = Engine(self.settings)
             try:
-                return self.engine.complete(req)
+                return self._engine().complete(req)
             except Cancelled:
                 return None
