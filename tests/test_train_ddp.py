@@ -24,12 +24,20 @@ def corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prepared(corpus, tiny_model_dir, tmp_path_factory) -> Path:
-    """Tokenized data once for all runs (each run would otherwise gather and tokenize the corpus again)."""
-    out = tmp_path_factory.mktemp("prepared")
-    run_train(out, corpus, tiny_model_dir, "--steps", "1")
-    (out / ".work" / "checkpoint.safetensors").unlink()
-    return out / ".work"
+def one_process(corpus, tiny_model_dir, tmp_path_factory) -> Path:
+    """Four steps in one process, the reference the runs under torchrun are compared with."""
+    out = tmp_path_factory.mktemp("ddp") / "one"
+    run_train(out, corpus, tiny_model_dir, "--steps", "4")
+    return out
+
+
+@pytest.fixture(scope="module")
+def prepared(one_process, tmp_path_factory) -> Path:
+    """The reference run's tokenized data (not its checkpoint) for every later run, which would otherwise
+    gather and tokenize the corpus again."""
+    work = tmp_path_factory.mktemp("prepared") / ".work"
+    shutil.copytree(one_process / ".work", work, ignore=shutil.ignore_patterns("checkpoint*"))
+    return work
 
 
 def run_train(out: Path, corpus: Path, model: Path, *extra: str, processes: int = 1, work: Path | None = None) -> str:
@@ -57,11 +65,10 @@ def two_processes(corpus, tiny_model_dir, prepared, tmp_path_factory) -> tuple[P
     return out, run_train(out, corpus, tiny_model_dir, "--steps", "4", processes=2, work=prepared)
 
 
-def test_two_processes_follow_one_at_the_same_global_batch(corpus, tiny_model_dir, prepared, two_processes, tmp_path):
+def test_two_processes_follow_one_at_the_same_global_batch(tiny_model_dir, one_process, two_processes):
     two, log = two_processes
     assert "2 processes" in log and log.count("model written to") == 1
-    one = tmp_path / "one"
-    run_train(one, corpus, tiny_model_dir, "--steps", "4", work=prepared)
+    one = one_process
     # The same samples, split over two processes: only the order of float sums differs (Adam turns some
     # near-zero gradients' differences into steps of the learning rate, so means are compared).
     assert mean_difference(one, two) < 0.01 * mean_difference(one, tiny_model_dir)
