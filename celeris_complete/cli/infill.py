@@ -97,7 +97,6 @@ def infill(
     """Fill the hole at the cursor, or every marker in a file, with the model."""
 
     from celeris_complete.config import load_settings
-    from celeris_complete.engine import Engine, InfillRequest
 
     path_str, t_line, t_col = split_target(target)
     line, col = line or t_line, col or t_col
@@ -123,7 +122,18 @@ def infill(
         settings = load_settings(overrides)
         if settings.source("trace") == "default":  # one-shot: tracing (about a second) would cost more than it saves
             settings = settings.with_overrides({"trace": False}, "infill")
-        text, path = read_source(path_str)
+    except CelerisError as exc:
+        fail(str(exc))
+    # The input is checked before the model loads (torch's import and the model take seconds): a mistake
+    # in it is reported at once.
+    text, path = read_source(path_str)
+    cursor = offset_of(text, line, col) if line is not None else None
+    hole = settings.fill_marker
+    if cursor is None and hole not in text:
+        fail(f"no {hole} marker in {path or 'standard input'}; give a position with --line/--col or FILE:LINE:COL")
+    from celeris_complete.engine import Engine, InfillRequest
+
+    try:
         engine = Engine(settings)
     except CelerisError as exc:
         fail(str(exc))
@@ -140,8 +150,7 @@ def infill(
             fail(str(exc))
         return done, done.text.replace("\n", newline) if newline != "\n" else done.text
 
-    if line is not None:
-        cursor = offset_of(text, line, col)
+    if cursor is not None:
         done, completion = run(text[:cursor], text[cursor:])
         if as_json:
             typer.echo(
@@ -159,9 +168,6 @@ def infill(
         else:
             typer.echo(completion)
         return
-    hole = settings.fill_marker
-    if hole not in text:
-        fail(f"no {hole} marker in {path or 'standard input'}; give a position with --line/--col or FILE:LINE:COL")
     pieces = text.split(hole)
     results = []
     filled = pieces[0]
