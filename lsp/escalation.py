@@ -43,6 +43,7 @@ class Escalation:
         self.failing: str | None = None  # the kind of the last failure shown to the user
         self.asked = self.answered = self.failed = self.superseded = self.in_flight = 0
         self.latencies_ms: deque[float] = deque(maxlen=256)
+        self.stopped = threading.Event()
         if self.tier is not None:
             self.thread.submit(self._warm)
 
@@ -50,7 +51,7 @@ class Escalation:
         """The tier's engine built and its server asked about itself before the first request (which
         would otherwise spend its budget on that); a failure here is the first request's to report."""
         try:
-            self.tier.warm()
+            self.tier.warm(self.stopped.is_set)  # (given up when the session ends: never holds up its exit)
         except Exception as exc:  # noqa: BLE001 - reported by the first request that meets it
             log.info("the second tier could not be reached ahead of its first request: %s", exc)
 
@@ -149,4 +150,5 @@ class Escalation:
         }
 
     def stop(self) -> None:
+        self.stopped.set()
         self.thread.shutdown(wait=False, cancel_futures=True)

@@ -10,11 +10,14 @@ import asyncio
 import math
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from lsprotocol import types
 
+from celeris_complete.config import load_settings
 from celeris_complete.engine.tiers import LONGEST_BACKOFF_S, BackOff
+from celeris_lsp.escalation import Escalation
 from tests.lsp_session import Session, run
 from tests.second_tier import Endpoint
 from tests.test_serve import Served, refused_port
@@ -174,6 +177,35 @@ def test_a_tier_slow_to_say_who_it_is_still_answers_the_first_request(shipped_mo
     try:
         run(go())
     finally:
+        provider.shutdown()
+
+
+class NeverSaysWho(Endpoint):
+    """A tier that accepts the connection and never answers ``GET /v1/models`` (until ``release``)."""
+
+    asked = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        NeverSaysWho.asked.set()
+        NeverSaysWho.release.wait(60)
+        super().do_GET()
+
+
+def test_asking_the_tier_about_itself_never_holds_up_the_end_of_a_session():
+    """The warm-up is given up when the session ends (broken once: not given up -> its thread waits for
+    the answer, 15 s, and the server's exit with it)."""
+    provider, endpoint = NeverSaysWho.start()
+    try:
+        settings = load_settings({"escalate_endpoint": endpoint}, environ={}, user_file=Path("/nonexistent"))
+        escalation = Escalation(settings, warn=lambda message: None)
+        assert NeverSaysWho.asked.wait(60), "the tier was never asked about itself"
+        escalation.stop()
+        for thread in list(escalation.thread._threads):
+            thread.join(timeout=5)
+            assert not thread.is_alive(), "the tier's thread still waits for the tier after the session ended"
+    finally:
+        NeverSaysWho.release.set()
         provider.shutdown()
 
 

@@ -194,11 +194,12 @@ class RemoteBackend:
             "from other files (never secret or ignored ones) are sent there"
         )
 
-    def connect(self) -> None:
+    def connect(self, should_cancel=None) -> None:
         """Ask the server whose it is and which model it names now, not within the first request's deadline
-        (a slow answer would otherwise cost that request). Raises ``RemoteError`` as a request would."""
+        (a slow answer would otherwise cost that request). Raises ``RemoteError`` as a request would, and
+        ``Cancelled`` once ``should_cancel()`` holds."""
         if self.server is None:
-            self.server = self._wait(self._probe(), None, None)[0]
+            self.server = self._wait(self._probe(), None, should_cancel)[0]
 
     # ---- one request ------------------------------------------------------------------------------
     def context(

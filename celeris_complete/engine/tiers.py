@@ -81,13 +81,14 @@ class Tier:
             self.engine = Engine(self.settings)
         return self.engine
 
-    def warm(self) -> None:
+    def warm(self, should_cancel: Callable[[], bool] | None = None) -> None:
         """Build the engine and ask the server about itself ahead of the first request, so that request's
-        budget is spent on its answer; raises what building or asking raises."""
+        budget is spent on its answer; raises what building or asking raises (given up once
+        ``should_cancel()`` holds)."""
         with self.lock:
             connect = getattr(self._engine().impl, "connect", None)
             if connect is not None:
-                connect()
+                connect(should_cancel)
 
     def complete(self, req: InfillRequest) -> Completion | None:
         """The tier's answer; None when ``req.should_cancel`` stopped it (superseded)."""
