@@ -88,6 +88,7 @@ class Adaptation:
             finally:
                 if log_file:
                     out.close()
+            lower_priority(self.proc.pid)  # from its first instruction: completions come first
             self.workspace, self.state, self.detail, self.check = workspace, "training", "", None
             self._started, self.log_file = key, log_file
             log.info("adapting the model to %s (pid %d, %s minutes)", workspace, self.proc.pid, minutes)
@@ -218,3 +219,14 @@ class Adaptation:
                 self.on_failed(detail)
             except Exception:  # reporting never takes the server down
                 log.exception("reporting the failed adaptation")
+
+
+LOWER_PRIORITY = 10  # the training child's niceness above the server's
+
+
+def lower_priority(pid: int) -> None:
+    """The process ``pid`` at ``LOWER_PRIORITY`` below this one (where the system has priorities)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + LOWER_PRIORITY))
+    except (OSError, AttributeError):  # gone already, not allowed, or no such call (Windows)
+        pass

@@ -17,6 +17,11 @@ from tests.test_lsp import field
 CODE = "import os\n\ndef walk(root):\n    for name in os.listdir(root):\n        "
 
 
+def niceness(pid: int) -> int:
+    """The nice value of ``pid`` (field 19 of its /proc stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def process_state(pid: int) -> str | None:
     """The kernel's one-letter state of ``pid`` (T: stopped), or None when it is gone."""
     try:
@@ -86,6 +91,8 @@ def test_adapts_in_the_background_pauses_while_typing_and_switches_after_the_che
                 assert state in ("off", "training"), f"adapting ended while completions were requested: {a}"
                 if running and field(a, "paused") and field(a, "pauses") >= 1 and process_state(running) == "T":
                     pid = running  # stopped (SIGSTOP) while the user types
+                    # and below the server's priority (the server's is this process's)
+                    assert niceness(pid) == min(19, os.nice(0) + 10), (niceness(pid), os.nice(0))
                 assert time.monotonic() < end, f"the training process was not seen paused in 120 s of typing: {a}"
                 await asyncio.sleep(0.05)
         finally:

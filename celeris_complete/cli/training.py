@@ -192,8 +192,13 @@ def adapt(
     from celeris_complete.training.adapt import CHECK_FILE
     from celeris_complete.training.adapt import adapt as run_adapt
 
-    if parent_pid:  # started by the language server: its checkpoint stays for the next start
+    if parent_pid:  # started by the language server (which lowered its priority): its checkpoint stays
         exit_with_parent(parent_pid, code=3, direct=True)
+    else:
+        try:
+            os.nice(10)  # completions come first (this process's priority: never the caller's of adapt())
+        except OSError:
+            pass
     try:
         overrides = {"model": model} if model else {}
         if memory_mb is not None:

@@ -95,10 +95,6 @@ def adapt(
         files = snapshot(workspace, settings, src)
         if len(files) < 2:
             raise CelerisError(f"{workspace}: {len(files)} Python file(s) to learn from; adapting needs at least 2")
-    try:
-        os.nice(10)  # completions come first
-    except OSError:
-        pass
     trained = loaded.meta.get("training", {})
     context_len = adapt_context_len(settings, int(loaded.meta.get("context_len", 384)))
     options = {
