@@ -143,6 +143,12 @@ def test_unsure_answers_are_asked_of_the_second_tier_and_shown_when_they_come(
     run(go())
 
 
+def unsure_everywhere(endpoint: str) -> dict:
+    """Settings under which every local answer is unsure (asked of ``endpoint``, 400 ms for the user's)."""
+    return {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": endpoint,
+            "escalate_budget_ms": 400}  # fmt: skip
+
+
 class SlowToSayWho(Endpoint):
     """A tier whose ``GET /v1/models`` takes longer than the budget; completions answer at once."""
 
@@ -160,8 +166,7 @@ def test_a_tier_slow_to_say_who_it_is_still_answers_the_first_request(shipped_mo
     400 ms (broken once: asked within it -> the first request times out and nothing comes)."""
     provider, endpoint = SlowToSayWho.start()
     uri = (tmp_path / "a.py").as_uri()
-    options = {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": endpoint,
-               "escalate_budget_ms": 400}  # fmt: skip
+    options = unsure_everywhere(endpoint)
 
     async def go():
         s = Session(shipped_model_dir, init_options=options)
@@ -237,8 +242,7 @@ def asks_allowed(elapsed_s: float) -> int:
 def test_a_misbehaving_tier_never_blocks_typing_is_reported_once_and_rests(shipped_model_dir, tmp_path):
     provider, endpoint = Misbehaving.start()
     uri = (tmp_path / "a.py").as_uri()
-    options = {"mode": "line", "budget_ms": 60000, "min_confidence": 1.0, "escalate_endpoint": endpoint,
-               "escalate_budget_ms": 400}  # fmt: skip
+    options = unsure_everywhere(endpoint)
 
     async def go():
         s = Session(shipped_model_dir, init_options=options)
