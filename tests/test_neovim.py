@@ -28,8 +28,9 @@ def wait_for(check, timeout=60.0, interval=0.05):
     raise TimeoutError("condition not met in time")
 
 
-def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str, extra: dict | None = None):
-    """Neovim with the plugin for ``filetype`` (the server's settings: ``mode``, and ``extra``), editing ``path``."""
+def open_in_nvim(model_dir: Path, path: Path, filetype: str | list[str], mode: str, extra: dict | None = None):
+    """Neovim with the plugin for ``filetype`` (or several, one server for them all), editing ``path``; the
+    server's settings: ``mode``, and ``extra``."""
     if not NVIM.exists():
         pytest.fail(f"Neovim is missing from the environment ({NVIM}); `make test` installs it")
     vim = pynvim.attach("child", argv=[str(NVIM), "--embed", "--headless", "--clean", "-n"])
@@ -41,7 +42,7 @@ def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str, extra: d
         vim.o.expandtab = false
         require("celeris").setup({
           cmd = { python, "-m", "celeris_complete.cli", "lsp" },
-          filetypes = { filetype },
+          filetypes = type(filetype) == "table" and filetype or { filetype },
           -- A high end-of-span penalty keeps the suggestions non-empty: these tests check mechanics.
           settings = vim.tbl_extend("force", { model = model, mode = mode, eos_penalty = 8.0,
             max_chars_after_cursor = 10, min_confidence = 0 }, extra),
@@ -67,13 +68,46 @@ def open_in_nvim(model_dir: Path, path: Path, filetype: str, mode: str, extra: d
     return vim
 
 
+# One Neovim (and so one server) per kind of editing, shared by the tests of this file: each test edits a
+# file of its own in a fresh buffer, and what a test changed in the editor is put back after it.
+class Editor:
+    def __init__(self, vim, folder: Path) -> None:
+        self.vim, self.folder, self.files = vim, folder, 0
+
+    def edit(self, name: str, text: str):
+        """``text`` in a new file ``name``, in a fresh buffer the server is attached to."""
+        self.files += 1
+        path = self.folder / f"{self.files}-{name}"
+        path.write_text(text)
+        self.vim.command(f"edit {path}")
+        wait_for(lambda: self.vim.exec_lua('return #vim.lsp.get_clients({bufnr = 0, name = "celeris"})') > 0)
+        return self.vim
+
+    def reset(self) -> None:
+        """Back to normal mode, suggestions on, one window, no buffers, no messages."""
+        self.vim.input("<Esc>")
+        self.vim.exec_lua('local c = require("celeris"); if not c.enabled then c.toggle() end')
+        self.vim.command("silent! tabonly! | silent! only! | silent! %bwipeout! | messages clear")
+
+
+def start_editor(model_dir: Path, folder: Path, filetype: str | list[str], mode: str, first: str):
+    vim = open_in_nvim(model_dir, folder / first, filetype, mode)
+    return Editor(vim, folder)
+
+
+@pytest.fixture(scope="module")
+def python_editor(shipped_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("nvim-python")
+    (folder / "start.py").write_text("\n")
+    editor = start_editor(shipped_model_dir, folder, "python", "line", "start.py")
+    yield editor
+    editor.vim.close()
+
+
 @pytest.fixture
-def nvim(shipped_model_dir, tmp_path):
-    path = tmp_path / "example.py"
-    path.write_text("def add(first, second):\n    total = first + second\n    return \n")
-    vim = open_in_nvim(shipped_model_dir, path, "python", "line")
-    yield vim
-    vim.close()
+def nvim(python_editor):
+    yield python_editor.edit("example.py", "def add(first, second):\n    total = first + second\n    return \n")
+    python_editor.reset()
 
 
 # A plain-text file (no compiler's check) in block mode, where the shipped model suggests two lines, the
@@ -81,13 +115,19 @@ def nvim(shipped_model_dir, tmp_path):
 BLOCK_TEXT = "def add(first, second):\n    total = first + second\n    return total\n\n\ndef\n"
 
 
+@pytest.fixture(scope="module")
+def text_editor(shipped_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("nvim-text")
+    (folder / "start.txt").write_text("\n")
+    editor = start_editor(shipped_model_dir, folder, "text", "block", "start.txt")
+    yield editor
+    editor.vim.close()
+
+
 @pytest.fixture
-def nvim_block(shipped_model_dir, tmp_path):
-    path = tmp_path / "example.txt"
-    path.write_text(BLOCK_TEXT)
-    vim = open_in_nvim(shipped_model_dir, path, "text", "block")
-    yield vim
-    vim.close()
+def nvim_block(text_editor):
+    yield text_editor.edit("example.txt", BLOCK_TEXT)
+    text_editor.reset()
 
 
 def ghost(vim) -> str:
@@ -237,13 +277,22 @@ OTHER_LANGUAGES = {
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def other_editor(shipped_model_dir, tmp_path_factory):
+    """One Neovim, and one server, for both languages' files."""
+    folder = tmp_path_factory.mktemp("nvim-other")
+    (folder / "start.go").write_text("package demo\n")
+    editor = start_editor(shipped_model_dir, folder, sorted(OTHER_LANGUAGES), "line", "start.go")
+    yield editor
+    editor.vim.close()
+
+
 @pytest.mark.parametrize("filetype", sorted(OTHER_LANGUAGES))
-def test_other_languages_get_ghost_text_in_their_own_syntax(shipped_model_dir, tmp_path, filetype):
+def test_other_languages_get_ghost_text_in_their_own_syntax(other_editor, filetype):
     name, text, row, expected = OTHER_LANGUAGES[filetype]
-    path = tmp_path / name
-    path.write_text(text)
-    vim = open_in_nvim(shipped_model_dir, path, filetype, "line")
+    vim = other_editor.edit(name, text)
     try:
+        assert vim.eval("&filetype") == filetype
         vim.call("cursor", row, 1)
         vim.input("At")
         shown = wait_for(lambda: ghost(vim))
@@ -252,7 +301,7 @@ def test_other_languages_get_ghost_text_in_their_own_syntax(shipped_model_dir, t
         assert line(vim, row) == expected, (shown, line(vim, row))
         assert "Error" not in vim.api.exec2("messages", {"output": True})["output"]
     finally:
-        vim.close()
+        other_editor.reset()
 
 
 def next_edit_marks(vim) -> list:
@@ -272,10 +321,10 @@ def next_edit_marks(vim) -> list:
     )
 
 
-def test_a_rename_is_suggested_where_it_applies_next_jumped_to_and_accepted(shipped_model_dir, tmp_path):
-    path = tmp_path / "rename.py"
-    path.write_text("def area(width, height):\n    size = width * height\n    print(size)\n    return size + 1\n")
-    vim = open_in_nvim(shipped_model_dir, path, "python", "line")
+def test_a_rename_is_suggested_where_it_applies_next_jumped_to_and_accepted(python_editor):
+    vim = python_editor.edit(
+        "rename.py", "def area(width, height):\n    size = width * height\n    print(size)\n    return size + 1\n"
+    )
     try:
         vim.command("normal! 2G5|cwtotal")  # "size" -> "total" on line 2, in normal mode
         marks = wait_for(lambda: next_edit_marks(vim), timeout=30)
@@ -291,4 +340,4 @@ def test_a_rename_is_suggested_where_it_applies_next_jumped_to_and_accepted(ship
         time.sleep(0.5)
         assert wait_for(lambda: vim.exec_lua("return require('celeris').next_edit.current() == nil"), timeout=10)
     finally:
-        vim.close()
+        python_editor.reset()
