@@ -1,11 +1,14 @@
 """The engine on the real shipped model: mechanics that must hold whatever the model predicts."""
 
+from pathlib import Path
+
 import pytest
 
 from celeris_complete.checks.languages import MAX_CURSOR_LINE
 from celeris_complete.config import load_settings
 from celeris_complete.drafts.table import Draft
 from celeris_complete.engine import Completion, Engine, InfillRequest
+from tests.test_engine_mechanics import first_step_logits
 
 PROMPTS = [
     ("def add(a, b):\n    return ", "\n"),
@@ -205,8 +208,16 @@ def test_alternatives_leave_the_answer_as_it_was_and_differ_from_it(engine, engi
     assert engine.complete(InfillRequest(*PROMPTS[0])).alternatives == ()
 
 
-def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+@pytest.fixture(scope="module")
+def onnx_graphs(tmp_path_factory):
+    """One export of the shipped model (most of a minute: torch.export) for both ONNX tests."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    yield
+    patch.undo()
+
+
+def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_dir, onnx_graphs):
     settings = load_settings(
         {"model": str(shipped_model_dir), "backend": "onnx"}, environ={}, user_file=shipped_model_dir / "none"
     )
@@ -214,6 +225,14 @@ def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_d
     assert onnx.backend == "onnx"
     for prefix, suffix in PROMPTS:
         assert onnx.complete(InfillRequest(prefix, suffix)).raw == engine.complete(InfillRequest(prefix, suffix)).raw
+    # The cache works on the stacked keys/values too: typing reuses the context.
+    typed_prefix = "def add(first, second):\n    total = first + second\n    return tot"
+    typed = []
+    for each in (onnx, engine):  # the same history for both: what was shown before is part of the answer
+        each.cache.clear()
+        each.complete(InfillRequest(typed_prefix[:-2], "\n"))
+        typed.append(each.complete(InfillRequest(typed_prefix, "\n")))
+    assert typed[0].cache == "partial" and typed[0].raw == typed[1].raw
     # Its graphs take one canvas: alternatives are decoded one after another (each with its own seed).
     assert not onnx.model.batched
     # One penalty in both modes (as in the batched test above), so that line alternatives need not be empty.
@@ -224,6 +243,34 @@ def test_onnx_backend_matches_torch_on_the_shipped_model(engine, shipped_model_d
         assert done.raw == onnx.complete(InfillRequest(prefix, suffix)).raw and len(done.alternatives) == 2
         offered.append({done.text, *done.alternatives})
     assert any(len(texts) == 3 for texts in offered), offered
+
+
+def test_onnx_int8_runs_on_the_shipped_model(engine, shipped_model_dir, onnx_graphs):
+    import onnx
+
+    settings = load_settings(
+        {"model": str(shipped_model_dir), "backend": "onnx", "quant": "int8"},
+        environ={},
+        user_file=shipped_model_dir / "none",
+    )
+    int8 = Engine(settings)  # the graphs the test above exported, their int8 versions
+    assert int8.backend == "onnx" and int8.quant == "int8"
+    # Both sessions run the int8 graphs: matrix products in integers, weights stored as int8.
+    for session in (int8.model.span, int8.model.context):
+        path = Path(session._model_path)
+        assert path.name.startswith("int8-"), path
+        graph = onnx.load(path).graph
+        assert {n.op_type for n in graph.node} & {"MatMulInteger", "DynamicQuantizeMatMul"}, path
+        assert any(t.data_type == onnx.TensorProto.INT8 for t in graph.initializer), path
+    # Int8 arithmetic: logits off fp32's, by no more than the torch backend's int8 are (on this model,
+    # enough to change some answers: what int8 ONNX is compared with is int8 torch's own distance).
+    fp32 = first_step_logits(engine)
+    gap = (first_step_logits(int8) - fp32).abs().max().item()
+    settings = load_settings(
+        {"model": str(shipped_model_dir), "quant": "int8"}, environ={}, user_file=shipped_model_dir / "none"
+    )
+    torch_gap = (first_step_logits(Engine(settings)) - fp32).abs().max().item()
+    assert 1e-4 < gap < 1.5 * torch_gap, (gap, torch_gap)
 
 
 def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):
@@ -244,9 +291,11 @@ def test_the_line_mode_end_of_span_penalty_applies_to_line_answers_only(engine):
 # ---- drafts verified by the model -------------------------------------------------------------
 
 POINT = "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y"
-TOTALS = "def run(items):\n" + "".join(
-    f"    total = compute_total(items, rate={i}, strict=True)\n" for i in range(3)
-) + "    total = compute_total("
+TOTALS = (
+    "def run(items):\n"
+    + "".join(f"    total = compute_total(items, rate={i}, strict=True)\n" for i in range(3))
+    + "    total = compute_total("
+)
 
 
 def complete(engine, prefix, draft=None, suffix="\n", **settings):

@@ -1,6 +1,5 @@
 """Engine mechanics on a small model written by the real training pipeline."""
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -142,47 +141,8 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def onnx_cache(tmp_path_factory):
-    import os
-
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if old is None:
-        del os.environ["XDG_CACHE_HOME"]
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
-
-
-def test_onnx_backend_matches_torch(tiny_model_dir, onnx_cache):
-    torch_engine = make_engine(tiny_model_dir)
-    onnx_engine = make_engine(tiny_model_dir, backend="onnx")
-    assert onnx_engine.backend == "onnx"
-    for prefix, suffix in PROMPTS:
-        a = torch_engine.complete(InfillRequest(prefix, suffix, mode="block"))
-        b = onnx_engine.complete(InfillRequest(prefix, suffix, mode="block"))
-        assert a.raw == b.raw
-    # The cache works on the stacked keys/values too: typing reuses the context.
-    onnx_engine.cache.clear()
-    onnx_engine.complete(InfillRequest(PREFIX[:-2], "\n"))
-    typed = onnx_engine.complete(InfillRequest(PREFIX, "\n"))
-    assert typed.cache == "partial" and typed.raw == torch_engine.complete(InfillRequest(PREFIX, "\n")).raw
-
-
-def test_onnx_int8_runs(tiny_model_dir, onnx_cache):
-    import onnx
-
-    engine = make_engine(tiny_model_dir, backend="onnx", quant="int8")
-    assert engine.backend == "onnx" and engine.quant == "int8"
-    # Both sessions run the int8 graphs: matrix products in integers, weights stored as int8.
-    for session in (engine.model.span, engine.model.context):
-        path = Path(session._model_path)
-        assert path.name.startswith("int8-"), path
-        graph = onnx.load(path).graph
-        assert {n.op_type for n in graph.node} & {"MatMulInteger", "DynamicQuantizeMatMul"}, path
-        assert any(t.data_type == onnx.TensorProto.INT8 for t in graph.initializer), path
-    assert_tracks(make_engine(tiny_model_dir, quant="none"), engine)
+# The ONNX backend's tests are test_engine.py's: one export of the shipped model, which takes most of a
+# minute (torch.export), whatever the model's size.
 
 
 def test_missing_onnxruntime_falls_back_with_one_warning(tiny_model_dir, monkeypatch):
