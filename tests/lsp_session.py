@@ -57,6 +57,17 @@ class Session:
             await self.wait_ready()
         return self.init
 
+    async def wait_message(self, text: str, timeout: float = 60) -> types.ShowMessageParams:
+        """The first message shown to the user that contains ``text``, once it has come."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while loop.time() < end:
+            for message in self.messages:
+                if text in message.message:
+                    return message
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"no message with {text!r} in {timeout} s: {[m.message for m in self.messages]}")
+
     async def status(self) -> dict:
         return await self.client.protocol.send_request_async("celeris/status", {})
 
