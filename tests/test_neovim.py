@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pynvim
@@ -90,18 +91,23 @@ class Editor:
         self.vim.command("silent! tabonly! | silent! only! | silent! %bwipeout! | messages clear")
 
 
-def start_editor(model_dir: Path, folder: Path, filetype: str | list[str], mode: str, first: str):
-    vim = open_in_nvim(model_dir, folder / first, filetype, mode)
-    return Editor(vim, folder)
+@contextmanager
+def shared_editor(model_dir: Path, folder: Path, filetype: str | list[str], mode: str, first: str, text: str = "\n"):
+    """An Editor for the tests of a module, started on the file ``first`` (holding ``text``)."""
+    (folder / first).write_text(text)
+    editor = Editor(open_in_nvim(model_dir, folder / first, filetype, mode), folder)
+    try:
+        yield editor
+    finally:
+        editor.vim.close()
 
 
 @pytest.fixture(scope="module")
 def python_editor(shipped_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("nvim-python")
-    (folder / "start.py").write_text("\n")
-    editor = start_editor(shipped_model_dir, folder, "python", "line", "start.py")
-    yield editor
-    editor.vim.close()
+    with shared_editor(
+        shipped_model_dir, tmp_path_factory.mktemp("nvim-python"), "python", "line", "start.py"
+    ) as editor:
+        yield editor
 
 
 @pytest.fixture
@@ -117,11 +123,8 @@ BLOCK_TEXT = "def add(first, second):\n    total = first + second\n    return to
 
 @pytest.fixture(scope="module")
 def text_editor(shipped_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("nvim-text")
-    (folder / "start.txt").write_text("\n")
-    editor = start_editor(shipped_model_dir, folder, "text", "block", "start.txt")
-    yield editor
-    editor.vim.close()
+    with shared_editor(shipped_model_dir, tmp_path_factory.mktemp("nvim-text"), "text", "block", "start.txt") as editor:
+        yield editor
 
 
 @pytest.fixture
@@ -281,10 +284,10 @@ OTHER_LANGUAGES = {
 def other_editor(shipped_model_dir, tmp_path_factory):
     """One Neovim, and one server, for both languages' files."""
     folder = tmp_path_factory.mktemp("nvim-other")
-    (folder / "start.go").write_text("package demo\n")
-    editor = start_editor(shipped_model_dir, folder, sorted(OTHER_LANGUAGES), "line", "start.go")
-    yield editor
-    editor.vim.close()
+    with shared_editor(
+        shipped_model_dir, folder, sorted(OTHER_LANGUAGES), "line", "start.go", "package demo\n"
+    ) as editor:
+        yield editor
 
 
 @pytest.mark.parametrize("filetype", sorted(OTHER_LANGUAGES))
