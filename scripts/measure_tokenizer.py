@@ -27,19 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-from tokenizers import Tokenizer
-
 from celeris_complete.model.directory import default_model_dir
 from celeris_complete.model.tokenizer import CodeTokenizer
-from celeris_complete.training.corpus import DEFAULT_EXCLUDES, default_roots, gather, validation_split
-from celeris_complete.training.sources import SUFFIXES, fetch_allowed
-
-
-def language_files(language: str) -> list:
-    if language == "python":
-        return gather(default_roots(), DEFAULT_EXCLUDES, (".py",))
-    roots = [source.root for _, source in fetch_allowed((language,))]
-    return gather(roots, DEFAULT_EXCLUDES, SUFFIXES[language])
+from celeris_complete.training.corpus import validation_split
+from celeris_complete.training.sources import SUFFIXES, language_files
+from celeris_complete.training.vocab import extend_tokenizer
 
 
 def take(files: list, chars: int, seed: int) -> list[str]:
@@ -53,23 +45,6 @@ def take(files: list, chars: int, seed: int) -> list[str]:
         out.append(f.text)
         n += len(f.text)
     return out
-
-
-def extended(shipped: CodeTokenizer, texts: list[str], merges: int) -> CodeTokenizer:
-    """``shipped`` with ``merges`` merges appended: a BPE trained on ``texts`` proposes merges in its order,
-    and each whose two parts are already tokens (shipped or appended) and whose result is new is kept."""
-    state = json.loads(shipped.bpe.to_str())
-    vocab, rules = state["model"]["vocab"], state["model"]["merges"]
-    proposer = CodeTokenizer.train(texts, shipped.vocab_size + 4 * merges)
-    added = 0
-    for a, b in json.loads(proposer.bpe.to_str())["model"]["merges"]:
-        if added >= merges:
-            break
-        if a in vocab and b in vocab and a + b not in vocab:
-            vocab[a + b] = len(vocab)
-            rules.append([a, b])
-            added += 1
-    return CodeTokenizer(Tokenizer.from_str(json.dumps(state)))
 
 
 def changed_share(old: CodeTokenizer, new: CodeTokenizer, texts: list[str]) -> float:
@@ -137,7 +112,7 @@ def main() -> None:
     for n in (2048, 4096):
         t0 = time.perf_counter()
         name = f"shipped + {n} merges ({shipped.vocab_size + n})"
-        tokenizers[name] = extended(shipped, others, n)
+        tokenizers[name] = extend_tokenizer(shipped, others, n)
         python_changes[name] = changed_share(shipped, tokenizers[name], held["python"]) if "python" in held else None
         print(f"extended by {n} merges in {time.perf_counter() - t0:.0f} s; Python tokens changed: "
               f"{python_changes[name]}", file=sys.stderr)  # fmt: skip

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from celeris_complete.errors import CelerisError
+from celeris_complete.training.corpus import DEFAULT_EXCLUDES, CorpusFile, default_roots, gather
 from celeris_complete.training.packages import Source
 from celeris_complete.training.packages import cache_dir as packages_cache_dir
 from celeris_complete.training.registries import fetch_debian, fetch_npm
@@ -165,3 +167,14 @@ def fetch_allowed(
         out.append((entry, Source(entry.name, entry.version, entry.licence, root)))
         progress(f"{entry.language} {entry.name} {entry.version}: {entry.licence}")
     return out
+
+
+def language_files(language: str, progress: Callable[[str], None] = lambda m: None) -> list[CorpusFile]:
+    """The corpus's files of one language as training gathers them (Python: the standard library; another
+    language: its allowed packages, fetched where missing), deduplicated, in a stable order."""
+    if language == "python":
+        return gather(default_roots(), DEFAULT_EXCLUDES, (".py",))
+    if language not in SUFFIXES:
+        raise CelerisError(f"no corpus for {language!r}: choose from python, {', '.join(SUFFIXES)}")
+    roots = [source.root for _, source in fetch_allowed((language,), progress=progress)]
+    return gather(roots, DEFAULT_EXCLUDES, SUFFIXES[language])

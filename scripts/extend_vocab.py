@@ -1,0 +1,71 @@
+"""A copy of a model directory whose vocabulary is extended for more languages (training/vocab.py).
+
+    .venv/bin/python scripts/extend_vocab.py models/default OUT_DIR --merges 2048 --languages all
+
+The merges are learned on the named languages' corpus files (their allowlisted packages,
+``training/sources.py``), training side only (the held-out files are the corpus's own split), up to
+``--chars`` characters of each language. The copy answers as the source does wherever no new token is
+involved; go on training it on the multilingual corpus with
+``celeris-complete train --init-from OUT_DIR --languages all ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+from celeris_complete.model.directory import MANIFEST, load_model_dir, save_model_dir
+from celeris_complete.training.corpus import validation_split
+from celeris_complete.training.sources import SUFFIXES, language_files
+from celeris_complete.training.vocab import extend_model, extend_tokenizer
+
+
+def training_texts(language: str, chars: int) -> list[str]:
+    """Whole training-side files of ``language`` in a seeded order, until they hold ``chars`` characters."""
+    files = language_files(language, progress=print)
+    held = validation_split(files)
+    order = sorted((f for f in files if f.sha256 not in held), key=lambda f: f.sha256)
+    random.Random(1).shuffle(order)
+    out, n = [], 0
+    for f in order:
+        if n >= chars:
+            break
+        out.append(f.text)
+        n += len(f.text)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("src", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--merges", type=int, default=2048)
+    ap.add_argument("--languages", default="all", help=f"comma-separated among {', '.join(SUFFIXES)}, or all")
+    ap.add_argument("--chars", type=int, default=6_000_000, help="training characters per language, at most")
+    a = ap.parse_args()
+    languages = list(SUFFIXES) if a.languages == "all" else [x.strip() for x in a.languages.split(",")]
+    src = load_model_dir(a.src)
+    texts = [t for language in languages for t in training_texts(language, a.chars)]
+    tok = extend_tokenizer(src.tokenizer, texts, a.merges)
+    grown = extend_model(src.model, src.tokenizer, tok)
+    meta = dict(src.meta)
+    training = dict(meta.get("training", {}))
+    training.pop("history", None)
+    training["vocab_extended_from"] = {
+        "path": str(src.path),
+        "vocab_size": src.tokenizer.vocab_size,
+        "merges": tok.bpe_vocab_size - src.tokenizer.bpe_vocab_size,
+        "languages": languages,
+        "chars": sum(map(len, texts)),
+    }
+    training["parameters"] = grown.num_parameters()
+    meta["training"] = training
+    save_model_dir(a.out, grown, tok, meta)
+    if (src.path / MANIFEST).is_file():
+        (a.out / MANIFEST).write_bytes((src.path / MANIFEST).read_bytes())
+    print(f"{a.out}: {src.tokenizer.vocab_size} -> {tok.vocab_size} tokens, {grown.num_parameters():,} parameters")
+
+
+if __name__ == "__main__":
+    main()
