@@ -19,6 +19,11 @@
 #    returns files of at most 16 MiB, 64 MiB in all; the weights travel as fp16), with the training
 #    log. Here, join and unpack them:
 #      cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
+#    The multilingual corpus (issue 45): tokenize it with the shipped tokenizer extended for the other
+#    languages, then pack it as above; this script then grows the shipped model to the pack's tokenizer:
+#      .venv/bin/python scripts/extend_vocab.py models/default /tmp/ext --merges 2048 --languages all
+#      .venv/bin/celeris-complete train -o RUN_DIR --packages --languages all --init-from /tmp/ext --steps 1000 --stretch-steps 1
+#      .venv/bin/python scripts/pack_corpus.py RUN_DIR --max-mb 45
 # The machine's python3 already has torch (CUDA), tokenizers, safetensors, numpy, typer and onnxruntime.
 # A smoke test on a CPU (gpu_check on CPU stand-ins):
 #   OUT=/tmp/o PYTHON=.venv/bin/python REQUIRE_CUDA=0 MINUTES=0.2 sh scripts/device_train.sh
@@ -42,6 +47,13 @@ if [ -f corpus-pack/train.bin.xz ]; then
   xz -dc corpus-pack/train.bin.xz > /tmp/gpu-model/.work/train.bin
   xz -dc corpus-pack/val.bin.xz > /tmp/gpu-model/.work/val.bin
   echo "corpus: $(cat corpus-pack/pack.json)"
+fi
+# A pack tokenized with an extended tokenizer (the multilingual corpus: scripts/extend_vocab.py) trains
+# the shipped model grown to that tokenizer (every shipped weight kept; TRAIN_ARGS then names no
+# --init-from of its own).
+if [ -f corpus-pack/tokenizer.json ] && ! cmp -s corpus-pack/tokenizer.json models/default/tokenizer.json; then
+  "$PY" scripts/extend_vocab.py models/default /tmp/init-model --tokenizer corpus-pack/tokenizer.json
+  TRAIN_ARGS="--init-from /tmp/init-model ${TRAIN_ARGS:-}"
 fi
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())")
 launch="$PY"

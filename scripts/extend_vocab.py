@@ -7,6 +7,12 @@ The merges are learned on the named languages' corpus files (their allowlisted p
 ``--chars`` characters of each language. The copy answers as the source does wherever no new token is
 involved; go on training it on the multilingual corpus with
 ``celeris-complete train --init-from OUT_DIR --languages all ...``.
+
+    .venv/bin/python scripts/extend_vocab.py models/default OUT_DIR --tokenizer EXTENDED/tokenizer.json
+
+grows the model for a tokenizer extended before (the same copy, without the corpus: what
+``scripts/device_train.sh`` does on the GPU machine, which reaches no registry, with the packed
+corpus's tokenizer).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import random
 from pathlib import Path
 
 from celeris_complete.model.directory import MANIFEST, load_model_dir, save_model_dir
+from celeris_complete.model.tokenizer import CodeTokenizer
 from celeris_complete.training.corpus import validation_split
 from celeris_complete.training.sources import SUFFIXES, language_files
 from celeris_complete.training.vocab import extend_model, extend_tokenizer
@@ -43,11 +50,15 @@ def main() -> None:
     ap.add_argument("--merges", type=int, default=2048)
     ap.add_argument("--languages", default="all", help=f"comma-separated among {', '.join(SUFFIXES)}, or all")
     ap.add_argument("--chars", type=int, default=6_000_000, help="training characters per language, at most")
+    ap.add_argument("--tokenizer", type=Path, help="an extended tokenizer to grow the model for (no merges learned)")
     a = ap.parse_args()
     languages = list(SUFFIXES) if a.languages == "all" else [x.strip() for x in a.languages.split(",")]
     src = load_model_dir(a.src)
-    texts = [t for language in languages for t in training_texts(language, a.chars)]
-    tok = extend_tokenizer(src.tokenizer, texts, a.merges)
+    if a.tokenizer:
+        tok, texts, languages = CodeTokenizer.load(a.tokenizer), [], []
+    else:
+        texts = [t for language in languages for t in training_texts(language, a.chars)]
+        tok = extend_tokenizer(src.tokenizer, texts, a.merges)
     grown = extend_model(src.model, src.tokenizer, tok)
     meta = dict(src.meta)
     training = dict(meta.get("training", {}))
