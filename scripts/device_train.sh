@@ -20,7 +20,9 @@
 #    log. Here, join and unpack them:
 #      cat /work/.device/.../model.tar.part-* | tar x -C models/   (then compare with `bench quality`)
 #    The multilingual corpus (issue 45): tokenize it with the shipped tokenizer extended for the other
-#    languages, then pack it as above; this script then grows the shipped model to the pack's tokenizer:
+#    languages, then pack it as above; this script then grows the shipped model to the pack's tokenizer
+#    and trains that (the shipped model's shape, 6 layers, not the preset's; TRAIN_ARGS without
+#    --init-from or a shape):
 #      .venv/bin/python scripts/extend_vocab.py models/default /tmp/ext --merges 2048 --languages all
 #      .venv/bin/celeris-complete train -o RUN_DIR --packages --languages all --init-from /tmp/ext --steps 1000 --stretch-steps 1
 #      .venv/bin/python scripts/pack_corpus.py RUN_DIR --max-mb 45
@@ -48,10 +50,16 @@ if [ -f corpus-pack/train.bin.xz ]; then
   xz -dc corpus-pack/val.bin.xz > /tmp/gpu-model/.work/val.bin
   echo "corpus: $(cat corpus-pack/pack.json)"
 fi
-# A pack tokenized with an extended tokenizer (the multilingual corpus: scripts/extend_vocab.py) trains
-# the shipped model grown to that tokenizer (every shipped weight kept; TRAIN_ARGS then names no
-# --init-from of its own).
-if [ -f corpus-pack/tokenizer.json ] && ! cmp -s corpus-pack/tokenizer.json models/default/tokenizer.json; then
+# A pack tokenized with the shipped tokenizer extended (the multilingual corpus: scripts/extend_vocab.py)
+# trains the shipped model grown to that tokenizer: its shape, every shipped weight kept. TRAIN_ARGS may
+# then name no starting model or shape of its own. Any other pack trains as before.
+if [ -f corpus-pack/tokenizer.json ] && ! cmp -s corpus-pack/tokenizer.json models/default/tokenizer.json \
+  && "$PY" -c "import sys; from celeris_complete.model.tokenizer import CodeTokenizer as T; from celeris_complete.training.vocab import is_extension; sys.exit(0 if is_extension(T.load('models/default/tokenizer.json'), T.load('corpus-pack/tokenizer.json')) else 1)"; then
+  case " ${TRAIN_ARGS:-} " in
+    *" --init-from"*|*" --d-model"*|*" --n-layers"*|*" --n-heads"*)
+      echo "the pack's tokenizer extends the shipped one: the shipped model grown to it is the start; TRAIN_ARGS may not name another start or shape" >&2
+      exit 2 ;;
+  esac
   "$PY" scripts/extend_vocab.py models/default /tmp/init-model --tokenizer corpus-pack/tokenizer.json
   TRAIN_ARGS="--init-from /tmp/init-model ${TRAIN_ARGS:-}"
 fi

@@ -4,9 +4,9 @@
 
 The merges are learned on the named languages' corpus files (their allowlisted packages,
 ``training/sources.py``), training side only (the held-out files are the corpus's own split), up to
-``--chars`` characters of each language. The copy answers as the source does wherever no new token is
-involved; go on training it on the multilingual corpus with
-``celeris-complete train --init-from OUT_DIR --languages all ...``.
+``--chars`` characters of each language, never a file of ``bench repo``'s packages. Given old tokens, the
+copy gives every old token the logit the source gave it; go on training it on the multilingual corpus
+with ``celeris-complete train --init-from OUT_DIR --packages --languages all ...``.
 
     .venv/bin/python scripts/extend_vocab.py models/default OUT_DIR --tokenizer EXTENDED/tokenizer.json
 
@@ -21,6 +21,7 @@ import argparse
 import random
 from pathlib import Path
 
+from celeris_complete.bench.repo_languages import bench_file_hashes
 from celeris_complete.model.directory import MANIFEST, load_model_dir, save_model_dir
 from celeris_complete.model.tokenizer import CodeTokenizer
 from celeris_complete.training.corpus import validation_split
@@ -30,7 +31,8 @@ from celeris_complete.training.vocab import extend_model, extend_tokenizer
 
 def training_texts(language: str, chars: int) -> list[str]:
     """Whole training-side files of ``language`` in a seeded order, until they hold ``chars`` characters."""
-    files = language_files(language, progress=print)
+    never = bench_file_hashes((language,))  # what bench repo evaluates on is never learned from
+    files = [f for f in language_files(language, progress=print) if f.sha256 not in never]
     held = validation_split(files)
     order = sorted((f for f in files if f.sha256 not in held), key=lambda f: f.sha256)
     random.Random(1).shuffle(order)
@@ -61,6 +63,7 @@ def main() -> None:
         tok = extend_tokenizer(src.tokenizer, texts, a.merges)
     grown = extend_model(src.model, src.tokenizer, tok)
     meta = dict(src.meta)
+    meta.pop("bpe_vocab_size", None)  # the new tokenizer's is written
     training = dict(meta.get("training", {}))
     training.pop("history", None)
     training["vocab_extended_from"] = {

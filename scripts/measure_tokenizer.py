@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from celeris_complete.bench.repo_languages import bench_file_hashes
 from celeris_complete.model.directory import default_model_dir
 from celeris_complete.model.tokenizer import CodeTokenizer
 from celeris_complete.training.corpus import validation_split
@@ -93,7 +94,8 @@ def main() -> None:
     canvas_line = int(json.loads((model / "config.json").read_text(encoding="utf-8"))["decode"]["canvas_line"])
     held, train = {}, {}
     for language in args.languages.split(","):
-        files = language_files(language)
+        never = bench_file_hashes((language,)) if language != "python" else set()  # bench repo's: not measured
+        files = [f for f in language_files(language) if f.sha256 not in never]
         out = validation_split(files)
         held[language] = take([f for f in files if f.sha256 in out], args.chars, 0)
         train[language] = take([f for f in files if f.sha256 not in out], args.train_chars, 1)
@@ -111,8 +113,9 @@ def main() -> None:
     python_changes = {}
     for n in (2048, 4096):
         t0 = time.perf_counter()
-        name = f"shipped + {n} merges ({shipped.vocab_size + n})"
-        tokenizers[name] = extend_tokenizer(shipped, others, n)
+        grown = extend_tokenizer(shipped, others, n)
+        name = f"shipped + {grown.vocab_size - shipped.vocab_size} merges ({grown.vocab_size})"
+        tokenizers[name] = grown
         python_changes[name] = changed_share(shipped, tokenizers[name], held["python"]) if "python" in held else None
         print(f"extended by {n} merges in {time.perf_counter() - t0:.0f} s; Python tokens changed: "
               f"{python_changes[name]}", file=sys.stderr)  # fmt: skip

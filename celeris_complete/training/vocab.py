@@ -6,7 +6,9 @@ and its bytes, and change a text's tokens only where a new merge fires (on Pytho
 for 2,048 merges learned on TypeScript, JavaScript, Go and Rust: ``scripts/measure_tokenizer.py``). The
 special tokens (mask, end of span, ...) sit above the BPE vocabulary and move up with it. A new token's
 embedding row starts as the mean of the rows of the shipped tokens it is made of (the output layer is
-the embedding, tied), so the grown model answers as before wherever no new token is involved.
+the embedding, tied). Given the old tokens, the grown model gives every old token the logit the source
+gave it; the new tokens' logits compete with them, and a text re-encoded may hold new tokens, so its
+answers are close to the source's, not the same, until training goes on.
 """
 
 from __future__ import annotations
@@ -40,12 +42,13 @@ def extend_tokenizer(tok: CodeTokenizer, texts: Iterable[str], merges: int) -> C
     vocab, rules = model["vocab"], model["merges"]
     proposer = CodeTokenizer.train(texts, tok.vocab_size + PROPOSALS_PER_MERGE * merges)
     added = 0
+    as_strings = bool(rules) and isinstance(rules[0], str)  # (the library's own format, kept)
     for a, b in _merges(json.loads(proposer.bpe.to_str())["model"]["merges"]):
         if added >= merges:
             break
         if a in vocab and b in vocab and a + b not in vocab:
             vocab[a + b] = len(vocab)
-            rules.append([a, b])
+            rules.append(f"{a} {b}" if as_strings else [a, b])
             added += 1
     if not added:
         raise CelerisError("the new text taught no merge the tokenizer lacks")
@@ -53,7 +56,7 @@ def extend_tokenizer(tok: CodeTokenizer, texts: Iterable[str], merges: int) -> C
 
 
 def _merges(rules: list) -> list[tuple[str, str]]:
-    """Merges as pairs (the tokenizers library writes ``[a, b]``; older files ``"a b"``)."""
+    """Merges as pairs (tokenizers 0.20 and later write ``[a, b]``, earlier versions ``"a b"``)."""
     return [tuple(r) if isinstance(r, list) else tuple(r.split(" ", 1)) for r in rules]
 
 
@@ -66,16 +69,28 @@ def parts_in(old: CodeTokenizer, new: CodeTokenizer) -> dict[int, list[int]]:
         i = vocab[piece]
         if i < old.bpe_vocab_size:
             return [i]
+        if piece not in made:
+            raise CelerisError(f"token {i} of the new tokenizer is made by no merge: it is not an extension")
         a, b = made[piece]
         return expand(a) + expand(b)
 
     return {i: expand(piece) for piece, i in vocab.items() if i >= old.bpe_vocab_size}
 
 
+def is_extension(old: CodeTokenizer, new: CodeTokenizer) -> bool:
+    """Whether ``new`` is ``old`` with merges appended: the same tokens at the same ids, the same merges first."""
+    if new.bpe_vocab_size <= old.bpe_vocab_size:
+        return False
+    if new.token_bytes[: old.bpe_vocab_size] != old.token_bytes[: old.bpe_vocab_size]:
+        return False
+    before = _merges(json.loads(old.bpe.to_str())["model"]["merges"])
+    return _merges(json.loads(new.bpe.to_str())["model"]["merges"])[: len(before)] == before
+
+
 def id_map(old: CodeTokenizer, new: CodeTokenizer) -> list[int]:
     """Each ``old`` id's id in ``new``: the BPE ids stay, the special tokens move up."""
-    if new.token_bytes[: old.bpe_vocab_size] != old.token_bytes[: old.bpe_vocab_size]:
-        raise CelerisError("the new tokenizer does not keep the old one's tokens: it is not an extension of it")
+    if not is_extension(old, new):
+        raise CelerisError("the new tokenizer is not the old one with merges appended: it is not an extension of it")
     return list(range(old.bpe_vocab_size)) + [getattr(new, f"{name}_id") for name in SPECIAL_TOKENS]
 
 
