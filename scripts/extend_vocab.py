@@ -18,13 +18,12 @@ corpus's tokenizer).
 from __future__ import annotations
 
 import argparse
-import random
 from pathlib import Path
 
 from celeris_complete.bench.repo_languages import bench_file_hashes
 from celeris_complete.model.directory import MANIFEST, load_model_dir, save_model_dir
 from celeris_complete.model.tokenizer import CodeTokenizer
-from celeris_complete.training.corpus import validation_split
+from celeris_complete.training.corpus import sample_texts, validation_split
 from celeris_complete.training.sources import SUFFIXES, language_files
 from celeris_complete.training.vocab import extend_model, extend_tokenizer
 
@@ -34,15 +33,7 @@ def training_texts(language: str, chars: int) -> list[str]:
     never = bench_file_hashes((language,))  # what bench repo evaluates on is never learned from
     files = [f for f in language_files(language, progress=print) if f.sha256 not in never]
     held = validation_split(files)
-    order = sorted((f for f in files if f.sha256 not in held), key=lambda f: f.sha256)
-    random.Random(1).shuffle(order)
-    out, n = [], 0
-    for f in order:
-        if n >= chars:
-            break
-        out.append(f.text)
-        n += len(f.text)
-    return out
+    return sample_texts([f for f in files if f.sha256 not in held], chars, 1)
 
 
 def main() -> None:

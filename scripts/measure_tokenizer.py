@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
@@ -30,22 +29,9 @@ from pathlib import Path
 from celeris_complete.bench.repo_languages import bench_file_hashes
 from celeris_complete.model.directory import default_model_dir
 from celeris_complete.model.tokenizer import CodeTokenizer
-from celeris_complete.training.corpus import validation_split
+from celeris_complete.training.corpus import sample_texts, validation_split
 from celeris_complete.training.sources import SUFFIXES, language_files
 from celeris_complete.training.vocab import extend_tokenizer
-
-
-def take(files: list, chars: int, seed: int) -> list[str]:
-    """Whole files in a seeded order until they hold ``chars`` characters."""
-    order = sorted(files, key=lambda f: f.sha256)
-    random.Random(seed).shuffle(order)
-    out, n = [], 0
-    for f in order:
-        if n >= chars:
-            break
-        out.append(f.text)
-        n += len(f.text)
-    return out
 
 
 def changed_share(old: CodeTokenizer, new: CodeTokenizer, texts: list[str]) -> float:
@@ -97,8 +83,8 @@ def main() -> None:
         never = bench_file_hashes((language,)) if language != "python" else set()  # bench repo's: not measured
         files = [f for f in language_files(language) if f.sha256 not in never]
         out = validation_split(files)
-        held[language] = take([f for f in files if f.sha256 in out], args.chars, 0)
-        train[language] = take([f for f in files if f.sha256 not in out], args.train_chars, 1)
+        held[language] = sample_texts([f for f in files if f.sha256 in out], args.chars, 0)
+        train[language] = sample_texts([f for f in files if f.sha256 not in out], args.train_chars, 1)
         print(f"{language}: {len(files)} files, {len(out)} held out; measuring {sum(map(len, held[language])):,} "
               f"characters, {sum(map(len, train[language])):,} to train fresh tokenizers", file=sys.stderr)  # fmt: skip
 

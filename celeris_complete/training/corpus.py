@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import random
 import re
 import sysconfig
 from dataclasses import dataclass
@@ -151,6 +152,19 @@ def gather(
             f"the corpus is empty: no usable {', '.join(suffixes)} files under {', '.join(map(str, roots))}"
         )
     return files
+
+
+def sample_texts(files: list[CorpusFile], chars: int, seed: int) -> list[str]:
+    """Whole files' texts in a seeded order (the same for the same files), until they hold ``chars`` characters."""
+    order = sorted(files, key=lambda f: f.sha256)
+    random.Random(seed).shuffle(order)
+    out, n = [], 0
+    for f in order:
+        if n >= chars:
+            break
+        out.append(f.text)
+        n += len(f.text)
+    return out
 
 
 def validation_split(files: list[CorpusFile], every: int = VALIDATION_EVERY, min_chars: int = 0) -> set[str]:
